@@ -1,0 +1,180 @@
+#pragma once
+/// `nixl::request<B>`: a transfer resolved once, posted and polled with direct calls into its
+/// backend. No virtual call, no allocation and no map lookup on post or status.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nixl/concepts.hpp>
+#include <nixl/detail/sync.hpp>
+#include <nixl/log.hpp>
+#include <nixl/telemetry.hpp>
+
+namespace nixl {
+
+template <class... Backends>
+  requires(sizeof...(Backends) > 0)
+class agent;
+
+namespace detail {
+/// What a request knows of its peer: whether it is still loaded, and its generation.
+struct peer_token {
+  std::string name;
+  std::uint64_t generation = 0;
+  bool self = false;
+  std::atomic<bool> valid{true};
+  std::atomic<bool> disconnected{false};
+};
+}  // namespace detail
+
+/// A transfer request on backend `B`. Move-only; must not be moved while in progress. Releasing
+/// (or destroying) it cancels what is in flight. It must not outlive its agent.
+template <backend B>
+class request {
+ public:
+  request() = default;
+  request(request&& o) noexcept { steal(o); }
+  request& operator=(request&& o) noexcept {
+    if (this != &o) {
+      (void)release();
+      steal(o);
+    }
+    return *this;
+  }
+  request(const request&) = delete;
+  request& operator=(const request&) = delete;
+  ~request() {
+    if (release() == nixl::status::repost_active)
+      log::error("request to '{}' destroyed while its backend could not cancel it",
+                 peer_ ? peer_->name : std::string{});
+  }
+
+  /// Starts (or restarts) the transfer with the notification given at creation or last post.
+  /// Returns `success` when done inline, `in_progress`, or an error: `repost_active` while the
+  /// previous post is still running, `not_found` when the peer was invalidated or reloaded.
+  nixl::status post() noexcept {
+    if (engine_ == nullptr) return nixl::status::invalid_param;
+    auto g = lock_->shared();
+    if (status_ == nixl::status::in_progress) {
+      status_ = engine_->check(state_);
+      if (status_ == nixl::status::in_progress) return nixl::status::repost_active;
+    }
+    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (telemetry_on_) telem_.start = std::chrono::steady_clock::now();
+    status_ = engine_->post(state_, has_notif_ ? notif_arg{notif_} : notif_arg{});
+    after(true);
+    return status_;
+  }
+
+  /// Posts with notification `n` (or none when `n` is empty), replacing the stored one. The
+  /// message is copied into storage reserved at creation; a longer one may allocate.
+  nixl::status post(notif_arg n) noexcept {
+    has_notif_ = n.has_value();
+    if (n) {
+      try {
+        notif_.assign(n->data(), n->size());
+      } catch (...) {
+        return nixl::status::backend;
+      }
+    }
+    return post();
+  }
+
+  /// Polls the transfer: `success`, `in_progress`, `not_posted` before the first post, or an
+  /// error. Terminal states are sticky until the next post.
+  nixl::status status() noexcept {
+    if (status_ != nixl::status::in_progress) return status_;
+    auto g = lock_->shared();
+    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    status_ = engine_->check(state_);
+    after(false);
+    return status_;
+  }
+
+  /// Cancels what is in flight and frees backend resources. Returns `repost_active` (and keeps
+  /// the request) when the backend cannot cancel it; `success` otherwise.
+  nixl::status release() noexcept {
+    if (engine_ == nullptr) return nixl::status::success;
+    auto g = lock_->shared();
+    if (status_ == nixl::status::in_progress) status_ = engine_->check(state_);
+    const auto s = engine_->release(state_);
+    if (s == nixl::status::repost_active) return s;
+    engine_ = nullptr;
+    peer_.reset();
+    return nixl::status::success;
+  }
+
+  /// Copies the request's telemetry; `no_telemetry` when disabled, the request status when it
+  /// has not completed.
+  nixl::status telemetry(xfer_telemetry& out) const noexcept {
+    if (!telemetry_on_) return nixl::status::no_telemetry;
+    if (status_ != nixl::status::success) return status_;
+    out = telem_;
+    return nixl::status::success;
+  }
+
+  /// True while the request holds a backend request.
+  bool valid() const noexcept { return engine_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  /// Name of the remote agent (the agent's own name for loopback).
+  std::string_view remote_agent() const noexcept {
+    return peer_ ? std::string_view(peer_->name) : std::string_view{};
+  }
+  std::uint64_t remote_generation() const noexcept { return peer_ ? peer_->generation : 0; }
+  xfer_op op() const noexcept { return op_; }
+  /// Descriptors handed to the backend (after merging).
+  std::size_t descriptor_count() const noexcept { return telem_.desc_count; }
+  std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
+  /// The backend that moves this request, and its per-request state.
+  B& engine() const noexcept { return *engine_; }
+  typename B::request& backend_state() noexcept { return state_; }
+  const typename B::request& backend_state() const noexcept { return state_; }
+
+ private:
+  template <class... Bs>
+    requires(sizeof...(Bs) > 0)
+  friend class agent;
+
+  void after(bool posted) noexcept {
+    if (status_ == nixl::status::remote_disconnect) {
+      peer_->disconnected.store(true, std::memory_order_release);
+      peer_->valid.store(false, std::memory_order_release);
+    }
+    if (!telemetry_on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - telem_.start);
+    if (posted) telem_.post_duration = us;
+    if (status_ == nixl::status::success) telem_.xfer_duration = us;
+  }
+
+  void steal(request& o) noexcept {
+    engine_ = std::exchange(o.engine_, nullptr);
+    lock_ = o.lock_;
+    peer_ = std::move(o.peer_);
+    std::destroy_at(&state_);
+    std::construct_at(&state_, std::move(o.state_));
+    status_ = std::exchange(o.status_, nixl::status::not_posted);
+    op_ = o.op_;
+    has_notif_ = o.has_notif_;
+    notif_ = std::move(o.notif_);
+    telemetry_on_ = o.telemetry_on_;
+    telem_ = o.telem_;
+  }
+
+  B* engine_ = nullptr;
+  const detail::agent_lock* lock_ = nullptr;
+  std::shared_ptr<detail::peer_token> peer_;
+  typename B::request state_{};
+  nixl::status status_ = nixl::status::not_posted;
+  xfer_op op_ = xfer_op::write;
+  bool has_notif_ = false;
+  bool telemetry_on_ = false;
+  std::string notif_;
+  xfer_telemetry telem_{};
+};
+
+}  // namespace nixl

@@ -1,0 +1,180 @@
+#pragma once
+/// The POSIX backend: moves bytes between DRAM and files of this host, with io_uring (liburing),
+/// Linux AIO (libaio) or plain pread/pwrite on a small worker pool. Local only: an agent
+/// transfers to itself, with the file list on the remote side (NIXL's "loopback" storage use).
+///
+/// FILE registration entries carry the file descriptor as `dev`, `addr` is the file offset and
+/// `len == 0` means unbounded. `meta` may name the file: either a plain path (used by
+/// `query_memory` and in messages) or NIXL's path mode `"<ro|rw>[,direct][,sync][,noatime]
+/// [,create]:<path>"`, where the backend opens the file at registration and closes it at
+/// deregistration (`dev` is then only an identifier, unique per file).
+/// READ moves file -> memory, WRITE memory -> file.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nixl/backends/posix/engine.hpp>
+#include <nixl/concepts.hpp>
+#include <nixl/log.hpp>
+#include <nixl/memory.hpp>
+#include <nixl/status.hpp>
+
+namespace nixl::posix {
+
+/// The POSIX backend (NIXL name "POSIX"): DRAM <-> FILE on this host.
+class backend {
+ public:
+  static constexpr std::string_view name = "POSIX";
+  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::file_t>;
+
+  /// Only DRAM <-> FILE, in either orientation of local and remote.
+  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
+    return (local == mem_kind::dram && remote == mem_kind::file) ||
+           (local == mem_kind::file && remote == mem_kind::dram);
+  }
+
+  /// Parameters (NIXL names where NIXL has them):
+  ///  - `use_uring`, `use_aio`, `use_posix` (alias `use_posix_aio`): pick the engine; the first
+  ///    "true" in the order aio, uring, posix wins. With none true: io_uring, then AIO, then
+  ///    posix, skipping engines set to "false". An engine that cannot start here falls back to
+  ///    the next one, with a warning in the log.
+  ///  - `kernel_queue_size` (256): operations in flight per backend for io_uring and AIO.
+  ///  - `num_threads` (4): worker threads of the posix engine; 0 runs each request inline in
+  ///    `post`.
+  ///  - `ios_pool_size` (65536): accepted for NIXL compatibility; operations are allocated per
+  ///    request when it is prepared, so there is no pool to size.
+  struct config {
+    std::optional<detail::engine_kind> preferred;  // first "true" flag
+    bool allowed[3] = {true, true, true};          // by engine_kind; "false" flags clear them
+    unsigned queue_depth = 256;
+    unsigned threads = 4;
+    std::size_t ios_pool_size = 65536;
+
+    /// Parses NIXL-style string params; throws `nixl::error(invalid_param)` on a bad value.
+    static config from_params(const nixl::params&);
+    nixl::params to_params() const;
+  };
+  /// The advertised parameters with their defaults.
+  static nixl::params default_params();
+
+  /// A registered range. For files: the descriptor to use, and what O_DIRECT requires.
+  struct region {
+    mem_kind kind = mem_kind::dram;
+    int fd = -1;
+    bool owns_fd = false;  // path mode: opened here, closed at deregistration
+    bool direct = false;   // opened with O_DIRECT
+    std::uint32_t mem_align = 1;
+    std::uint32_t off_align = 1;
+    std::string path;
+
+    region() = default;
+    region(region&& o) noexcept;
+    region& operator=(region&& o) noexcept;
+    region(const region&) = delete;
+    region& operator=(const region&) = delete;
+    ~region();
+  };
+  /// The same range seen from the initiator side (always this agent: loopback only).
+  struct remote_region {
+    mem_kind kind = mem_kind::dram;
+    int fd = -1;
+    bool direct = false;
+    std::uint32_t mem_align = 1;
+    std::uint32_t off_align = 1;
+  };
+  /// Local only: the one peer is the agent itself.
+  struct peer {};
+  /// Per-request state: the resolved operations and their progress.
+  struct request {
+    detail::io_batch batch;
+    bool reported = false;
+  };
+
+  /// Starts the engine chosen by `cfg` (falling back as described above). Throws
+  /// `nixl::error(backend)` when no engine can start.
+  backend(const config& cfg, const nixl::backend_context& ctx);
+  ~backend();
+  backend(backend&&) noexcept;
+  backend& operator=(backend&&) noexcept;
+
+  /// Registers DRAM (nothing to do) or a file: checks the descriptor or opens the path given in
+  /// path mode. Throws `nixl::error(invalid_param)` for a closed descriptor or a path that cannot
+  /// be opened.
+  region register_region(mem_kind kind, const nixl::reg_desc& d);
+  void deregister_region(region& r) noexcept;
+
+  peer self_peer() noexcept { return {}; }
+  remote_region load_local(const region& r) const noexcept {
+    return {r.kind, r.fd, r.direct, r.mem_align, r.off_align};
+  }
+  void unload_region(remote_region&) noexcept {}
+
+  /// Resolves the descriptor pairs into pread/pwrite operations. Throws `nixl::error
+  /// (invalid_param)` when a pair is not dram/file or breaks the O_DIRECT alignment of its file.
+  void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+               std::span<const bound_desc<remote_region>> remote, peer&);
+
+  /// Starts the request: `success` when it completed inline, `in_progress`, or `backend` on an
+  /// I/O error. Notifications are not supported (`not_supported`).
+  nixl::status post(request& req, nixl::notif_arg notif) noexcept {
+    if (notif.has_value()) return nixl::status::not_supported;
+    if (req.batch.phase.load(std::memory_order_acquire) == detail::batch_phase::running)
+      return nixl::status::repost_active;
+    req.batch.reset();
+    req.reported = false;
+    return to_status(req, engine_->submit(req.batch));
+  }
+  /// Progresses the engine and reports the request's state.
+  nixl::status check(request& req) noexcept { return to_status(req, engine_->poll(req.batch)); }
+  /// Cancels what is still queued, waits for what is in flight. Always `success`.
+  nixl::status release(request& req) noexcept {
+    engine_->cancel(req.batch);
+    return nixl::status::success;
+  }
+
+  /// For each entry: `{size, mode, mtime}` of the file named in `meta` (plain path or path mode;
+  /// the open descriptor `dev` when `meta` is empty), or nullopt when the file does not exist.
+  /// Throws `nixl::error(backend)` when a file exists but cannot be examined.
+  std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
+
+  /// The engine in use ("URING", "AIO" or "POSIX").
+  std::string_view engine_name() const noexcept { return detail::to_string(engine_->kind()); }
+  /// Operations in flight at most.
+  unsigned queue_depth() const noexcept { return engine_->depth(); }
+
+ private:
+  nixl::status to_status(request& req, detail::batch_phase p) noexcept {
+    switch (p) {
+      case detail::batch_phase::done:
+        return nixl::status::success;
+      case detail::batch_phase::running:
+        return nixl::status::in_progress;
+      case detail::batch_phase::idle:
+        return nixl::status::not_posted;
+      case detail::batch_phase::failed:
+        break;
+    }
+    if (!req.reported) report(req);
+    return nixl::status::backend;
+  }
+  void report(request& req) const noexcept;
+
+  std::unique_ptr<detail::engine> engine_;
+};
+
+static_assert(nixl::backend<backend>);
+static_assert(nixl::loopback_backend<backend>);
+static_assert(nixl::querying_backend<backend>);
+static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
+static_assert(nixl::backend_for<backend, nixl::file_t, nixl::dram_t>);
+static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(!nixl::backend_for<backend, nixl::file_t, nixl::file_t>);
+static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
+static_assert(!nixl::remote_backend<backend>);
+
+}  // namespace nixl::posix

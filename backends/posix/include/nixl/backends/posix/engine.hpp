@@ -1,0 +1,148 @@
+#pragma once
+/// Internal I/O engines of the POSIX backend: io_uring, Linux AIO and plain pread/pwrite, behind
+/// one small interface. A request owns an `io_batch` (its resolved operations); an engine is shared
+/// by all requests of one backend and moves the operations of any number of batches through a
+/// bounded queue.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nixl::posix::detail {
+
+/// Which engine moves the bytes.
+enum class engine_kind : std::uint8_t { uring = 0, aio = 1, posix = 2 };
+
+/// NIXL-style name of an engine ("URING", "AIO", "POSIX").
+constexpr std::string_view to_string(engine_kind k) noexcept {
+  switch (k) {
+    case engine_kind::uring:
+      return "URING";
+    case engine_kind::aio:
+      return "AIO";
+    case engine_kind::posix:
+      return "POSIX";
+  }
+  return "?";
+}
+
+struct io_batch;
+
+/// One pread/pwrite of `len` bytes between `buf` and `fd` at `offset`. `done` counts the bytes
+/// already moved, so a short read or write is resubmitted for the rest.
+struct io_op {
+  std::byte* buf = nullptr;
+  std::uint64_t offset = 0;
+  std::size_t len = 0;
+  std::size_t done = 0;
+  int fd = -1;
+  io_batch* owner = nullptr;  // set when the batch is submitted
+  io_op* next = nullptr;      // engine-internal retry list
+};
+
+/// Error code for a read that reached the end of the file before `len` bytes.
+inline constexpr int eof_error = -1;
+
+/// Terminal and running states of a batch, readable without the engine lock.
+enum class batch_phase : std::uint8_t { idle = 0, running = 1, done = 2, failed = 3 };
+
+/// Everything a request needs on the hot path: its operations and their progress. Fields below
+/// `ops`/`write` belong to the engine while the batch is running.
+struct io_batch {
+  std::vector<io_op> ops;
+  bool write = false;
+
+  std::size_t next = 0;      // next operation to submit
+  std::size_t inflight = 0;  // operations in the kernel or in a worker
+  std::size_t completed = 0;
+  int err = 0;             // first error: errno, or eof_error
+  std::size_t err_op = 0;  // index of the operation that failed
+  bool queued = false;     // linked in the engine's queue
+  io_batch* next_queued = nullptr;
+  std::atomic<batch_phase> phase{batch_phase::idle};
+
+  io_batch() = default;
+  // Moves are only legal while the batch is not running (the contract of a request).
+  io_batch(io_batch&& o) noexcept
+      : ops(std::move(o.ops)), write(o.write), phase(o.phase.load(std::memory_order_relaxed)) {}
+  io_batch& operator=(io_batch&& o) noexcept {
+    ops = std::move(o.ops);
+    write = o.write;
+    phase.store(o.phase.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+
+  /// Resets the progress fields before a (re)submission.
+  void reset() noexcept {
+    next = inflight = completed = 0;
+    err = 0;
+    err_op = 0;
+    queued = false;
+    next_queued = nullptr;
+    for (auto& op : ops) {
+      op.done = 0;
+      op.owner = this;
+      op.next = nullptr;
+    }
+  }
+  bool finished() const noexcept {
+    auto p = phase.load(std::memory_order_acquire);
+    return p == batch_phase::done || p == batch_phase::failed;
+  }
+};
+
+/// The one interface all engines implement. `submit`, `poll` and `cancel` never throw and never
+/// allocate; they return the batch's phase after doing what work is ready.
+class engine {
+ public:
+  virtual ~engine() = default;
+  virtual engine_kind kind() const noexcept = 0;
+  /// Starts a batch whose `reset()` has been called. Empty batches are done at once.
+  virtual batch_phase submit(io_batch&) noexcept = 0;
+  /// Makes progress (reaps completions, submits queued operations) and returns the phase.
+  virtual batch_phase poll(io_batch&) noexcept = 0;
+  /// Stops submitting the batch's operations and waits for those already in flight; afterwards
+  /// the batch is idle and its buffers are free.
+  virtual void cancel(io_batch&) noexcept = 0;
+  /// Queue depth actually in use.
+  virtual unsigned depth() const noexcept = 0;
+};
+
+/// Engine settings.
+struct engine_options {
+  unsigned queue_depth = 256;  // operations in flight per engine (uring, aio)
+  unsigned threads = 4;        // worker threads of the posix engine; 0 = inline in submit
+};
+
+/// Each factory throws `std::system_error` (with the failing call in the message) when the
+/// engine cannot run here (no kernel support, seccomp, limits).
+std::unique_ptr<engine> make_uring_engine(const engine_options&);
+std::unique_ptr<engine> make_aio_engine(const engine_options&);
+std::unique_ptr<engine> make_posix_engine(const engine_options&);
+
+/// True when this build has the engine (liburing / libaio found at configure time).
+bool engine_built(engine_kind) noexcept;
+
+/// Moves one operation to completion with pread/pwrite in the calling thread, retrying EINTR and
+/// short transfers. Returns 0, an errno value, or `eof_error`.
+int run_sync(io_op& op, bool write) noexcept;
+
+/// What one kernel result means for an operation.
+struct op_result {
+  enum : std::uint8_t { finished, again, failed } what;
+  int err;
+};
+
+/// Shared completion logic: applies result `res` (bytes moved or -errno) to `op`. EINTR, EAGAIN
+/// and short transfers ask for a resubmission of the remaining bytes; a read that reaches the end
+/// of the file fails with `eof_error`.
+op_result apply_result(io_op& op, bool write, long res) noexcept;
+
+/// Text of a batch error ("Bad file descriptor", "read past end of file").
+std::string error_text(int err);
+
+}  // namespace nixl::posix::detail

@@ -1,0 +1,120 @@
+// io_uring engine (liburing): one ring per backend, `depth` operations in flight.
+
+#include <liburing.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nixl/log.hpp>
+
+#include "queue_engine.hpp"
+
+namespace nixl::posix::detail {
+namespace {
+
+class uring_engine final : public queue_engine {
+ public:
+  explicit uring_engine(const engine_options& o)
+      : queue_engine(std::clamp(o.queue_depth, 1u, 4096u)) {
+    io_uring_params p{};
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = depth_ * 2;
+    if (int r = io_uring_queue_init_params(depth_, &ring_, &p); r < 0)
+      throw std::system_error(-r, std::generic_category(),
+                              fmt::format("io_uring_queue_init_params(entries={})", depth_));
+    io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
+    bool ok = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+              io_uring_opcode_supported(probe, IORING_OP_WRITE);
+    if (probe != nullptr) io_uring_free_probe(probe);
+    if (!ok) {
+      io_uring_queue_exit(&ring_);
+      throw std::system_error(
+          ENOSYS, std::generic_category(),
+          "io_uring_get_probe_ring: kernel lacks IORING_OP_READ/WRITE (needs 5.6)");
+    }
+  }
+  ~uring_engine() override {
+    {
+      std::lock_guard lk(mu_);
+      while (kernel_inflight_ != 0) progress_locked(true);
+    }
+    io_uring_queue_exit(&ring_);
+  }
+
+  engine_kind kind() const noexcept override { return engine_kind::uring; }
+
+ private:
+  void progress_locked(bool wait) noexcept override {
+    for (;;) {
+      unsigned reaped = reap(wait);
+      wait = false;
+      unsigned queued = fill();
+      if (unsubmitted_ != 0) {
+        int r = io_uring_submit(&ring_);
+        if (r > 0) {
+          unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(r));
+        } else if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
+          log::error("POSIX/URING: io_uring_submit failed: {}", error_text(-r));
+          return;
+        }
+      }
+      if (reaped == 0 && queued == 0) return;
+    }
+  }
+
+  unsigned reap(bool wait) noexcept {
+    unsigned n = 0;
+    if (wait && kernel_inflight_ != 0) {
+      if (io_uring_submit_and_wait(&ring_, 1) >= 0) unsubmitted_ = 0;
+    }
+    io_uring_cqe* cqes[64];
+    for (;;) {
+      unsigned k = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+      if (k == 0) break;
+      for (unsigned i = 0; i < k; ++i)
+        complete(*static_cast<io_op*>(io_uring_cqe_get_data(cqes[i])), cqes[i]->res);
+      io_uring_cq_advance(&ring_, k);
+      n += k;
+    }
+    return n;
+  }
+
+  unsigned fill() noexcept {
+    unsigned n = 0;
+    while (kernel_inflight_ < depth_) {
+      io_op* op = next_op();
+      if (op == nullptr) break;
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) {  // cannot happen: the ring has at least depth_ entries
+        op->next = retry_;
+        retry_ = op;
+        break;
+      }
+      std::byte* p = op->buf + op->done;
+      auto len = static_cast<unsigned>(std::min<std::size_t>(op->len - op->done, 1u << 30));
+      std::uint64_t off = op->offset + op->done;
+      if (op->owner->write)
+        io_uring_prep_write(sqe, op->fd, p, len, off);
+      else
+        io_uring_prep_read(sqe, op->fd, p, len, off);
+      io_uring_sqe_set_data(sqe, op);
+      ++kernel_inflight_;
+      ++unsubmitted_;
+      ++n;
+    }
+    return n;
+  }
+
+  io_uring ring_{};
+  unsigned unsubmitted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<engine> make_uring_engine(const engine_options& o) {
+  return std::make_unique<uring_engine>(o);
+}
+
+}  // namespace nixl::posix::detail

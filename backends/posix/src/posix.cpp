@@ -1,0 +1,377 @@
+// Setup path of the POSIX backend: parameters, engine choice, registration, prepare, queries.
+
+#include <nixl/backends/posix.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace nixl::posix {
+namespace {
+
+using detail::engine_kind;
+
+std::string errno_text(int e) {
+  return std::system_category().message(e);
+}
+
+std::optional<bool> parse_bool(std::string_view key, std::string_view v) {
+  std::string s(v);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s.empty()) return std::nullopt;
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return false;
+  raise(status::invalid_param,
+        "POSIX backend: parameter {} = '{}' is not a boolean; use true or false", key, v);
+}
+
+std::uint64_t parse_uint(std::string_view key, std::string_view v, std::uint64_t lo,
+                         std::uint64_t hi) {
+  std::uint64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc{} || p != v.data() + v.size() || x < lo || x > hi)
+    raise(status::invalid_param, "POSIX backend: parameter {} = '{}' is not a number in [{}, {}]",
+          key, v, lo, hi);
+  return x;
+}
+
+/// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
+struct path_mode {
+  int flags = 0;
+  bool create = false;
+  std::string path;
+};
+
+std::optional<path_mode> parse_path_mode(std::string_view meta) {
+  auto colon = meta.find(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view modes = meta.substr(0, colon);
+  path_mode pm;
+  int access = -1;
+  while (!modes.empty()) {
+    auto comma = modes.find(',');
+    std::string_view tok = modes.substr(0, comma);
+    modes = comma == std::string_view::npos ? std::string_view{} : modes.substr(comma + 1);
+    if (tok == "ro")
+      access = O_RDONLY;
+    else if (tok == "rw")
+      access = O_RDWR;
+    else if (tok == "wo")
+      access = O_WRONLY;
+    else if (tok == "direct")
+      pm.flags |= O_DIRECT;
+    else if (tok == "sync")
+      pm.flags |= O_SYNC;
+    else if (tok == "noatime")
+      pm.flags |= O_NOATIME;
+    else if (tok == "create")
+      pm.create = true;
+    else
+      return std::nullopt;  // not a mode list: meta is a plain path
+  }
+  if (access < 0) return std::nullopt;
+  pm.flags |= access | O_CLOEXEC | (pm.create ? O_CREAT : 0);
+  pm.path = std::string(meta.substr(colon + 1));
+  return pm;
+}
+
+/// The path named by a registration's meta string (plain or path mode).
+std::string meta_path(std::string_view meta) {
+  if (auto pm = parse_path_mode(meta)) return pm->path;
+  return std::string(meta);
+}
+
+void fill_direct(backend::region& r) {
+  int fl = ::fcntl(r.fd, F_GETFL);
+  r.direct = fl >= 0 && (fl & O_DIRECT) != 0;
+  if (!r.direct) return;
+  r.mem_align = r.off_align = 512;
+#ifdef STATX_DIOALIGN
+  struct statx stx {};
+  if (::statx(r.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+      (stx.stx_mask & STATX_DIOALIGN) != 0 && stx.stx_dio_mem_align != 0) {
+    r.mem_align = stx.stx_dio_mem_align;
+    r.off_align = stx.stx_dio_offset_align;
+  }
+#endif
+}
+
+std::unique_ptr<detail::engine> make_engine(engine_kind k, const detail::engine_options& o) {
+  switch (k) {
+    case engine_kind::uring:
+      return detail::make_uring_engine(o);
+    case engine_kind::aio:
+      return detail::make_aio_engine(o);
+    case engine_kind::posix:
+      return detail::make_posix_engine(o);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+backend::config backend::config::from_params(const nixl::params& p) {
+  config c;
+  struct flag {
+    std::string_view key;
+    engine_kind kind;
+  };
+  // NIXL's order: the first "true" wins.
+  static constexpr flag flags[] = {{"use_aio", engine_kind::aio},
+                                   {"use_uring", engine_kind::uring},
+                                   {"use_posix", engine_kind::posix},
+                                   {"use_posix_aio", engine_kind::posix}};
+  for (const auto& f : flags) {
+    auto it = p.find(f.key);
+    if (it == p.end()) continue;
+    auto v = parse_bool(f.key, it->second);
+    if (!v) continue;
+    if (*v && !c.preferred) c.preferred = f.kind;
+    if (!*v) c.allowed[static_cast<int>(f.kind)] = false;
+  }
+  if (c.preferred) c.allowed[static_cast<int>(*c.preferred)] = true;
+  if (auto it = p.find("kernel_queue_size"); it != p.end() && !it->second.empty())
+    c.queue_depth = static_cast<unsigned>(parse_uint(it->first, it->second, 1, 4096));
+  if (auto it = p.find("num_threads"); it != p.end() && !it->second.empty())
+    c.threads = static_cast<unsigned>(parse_uint(it->first, it->second, 0, 256));
+  if (auto it = p.find("ios_pool_size"); it != p.end() && !it->second.empty())
+    c.ios_pool_size = parse_uint(it->first, it->second, 1, std::uint64_t{1} << 32);
+  return c;
+}
+
+nixl::params backend::config::to_params() const {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  nixl::params p;
+  p["use_uring"] = b(preferred == engine_kind::uring);
+  p["use_aio"] = b(preferred == engine_kind::aio);
+  p["use_posix"] = b(preferred == engine_kind::posix);
+  p["kernel_queue_size"] = std::to_string(queue_depth);
+  p["num_threads"] = std::to_string(threads);
+  p["ios_pool_size"] = std::to_string(ios_pool_size);
+  return p;
+}
+
+nixl::params backend::default_params() {
+  return {{"use_uring", "true"},        {"use_aio", "false"}, {"use_posix", "false"},
+          {"kernel_queue_size", "256"}, {"num_threads", "4"}, {"ios_pool_size", "65536"}};
+}
+
+backend::backend(const config& cfg, const nixl::backend_context& ctx) {
+  std::vector<engine_kind> order;
+  if (cfg.preferred) order.push_back(*cfg.preferred);
+  for (auto k : {engine_kind::uring, engine_kind::aio, engine_kind::posix})
+    if (cfg.allowed[static_cast<int>(k)] && std::find(order.begin(), order.end(), k) == order.end())
+      order.push_back(k);
+  if (std::find(order.begin(), order.end(), engine_kind::posix) == order.end())
+    order.push_back(engine_kind::posix);  // always possible: the last resort
+
+  detail::engine_options o{cfg.queue_depth, cfg.threads};
+  std::string why;
+  for (auto k : order) {
+    if (!detail::engine_built(k)) {
+      log::warn("POSIX backend ({}): engine {} is not in this build; trying the next one",
+                ctx.agent_name, detail::to_string(k));
+      continue;
+    }
+    try {
+      engine_ = make_engine(k, o);
+    } catch (const std::exception& e) {
+      log::warn("POSIX backend ({}): engine {} cannot start here: {}; trying the next one",
+                ctx.agent_name, detail::to_string(k), e.what());
+      why += fmt::format("{}: {}; ", detail::to_string(k), e.what());
+      continue;
+    }
+    if (cfg.preferred && k != *cfg.preferred)
+      log::warn("POSIX backend ({}): asked for {}, using {}", ctx.agent_name,
+                detail::to_string(*cfg.preferred), detail::to_string(k));
+    log::info("POSIX backend ({}): engine {}, queue depth {}", ctx.agent_name, detail::to_string(k),
+              engine_->depth());
+    return;
+  }
+  raise(status::backend, "POSIX backend: no I/O engine could start ({})", why);
+}
+
+backend::~backend() = default;
+backend::backend(backend&&) noexcept = default;
+backend& backend::operator=(backend&&) noexcept = default;
+
+backend::region::region(region&& o) noexcept
+    : kind(o.kind),
+      fd(std::exchange(o.fd, -1)),
+      owns_fd(std::exchange(o.owns_fd, false)),
+      direct(o.direct),
+      mem_align(o.mem_align),
+      off_align(o.off_align),
+      path(std::move(o.path)) {}
+
+backend::region& backend::region::operator=(region&& o) noexcept {
+  if (this != &o) {
+    if (owns_fd && fd >= 0) ::close(fd);
+    kind = o.kind;
+    fd = std::exchange(o.fd, -1);
+    owns_fd = std::exchange(o.owns_fd, false);
+    direct = o.direct;
+    mem_align = o.mem_align;
+    off_align = o.off_align;
+    path = std::move(o.path);
+  }
+  return *this;
+}
+
+backend::region::~region() {
+  if (owns_fd && fd >= 0) ::close(fd);
+}
+
+backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
+  region r;
+  r.kind = kind;
+  if (kind == mem_kind::dram) return r;
+  if (kind != mem_kind::file)
+    raise(status::not_supported,
+          "POSIX register_region: memory kind {} is not supported; use dram or file", kind);
+  if (auto pm = parse_path_mode(d.meta)) {
+    int fd = ::open(pm->path.c_str(), pm->flags, 0644);
+    if (fd < 0)
+      raise(status::invalid_param,
+            "POSIX register_region: open('{}') for meta '{}' failed: {}; check "
+            "the path and the mode (ro|rw[,direct][,sync][,noatime][,create])",
+            pm->path, d.meta, errno_text(errno));
+    r.fd = fd;
+    r.owns_fd = true;
+    r.path = std::move(pm->path);
+  } else {
+    if (d.dev > static_cast<std::uint64_t>(INT_MAX) ||
+        ::fcntl(static_cast<int>(d.dev), F_GETFD) < 0)
+      raise(status::invalid_param,
+            "POSIX register_region: dev {} is not an open file descriptor; pass an open fd as dev, "
+            "or a path as '<ro|rw>[,flags]:<path>' in meta",
+            d.dev);
+    r.fd = static_cast<int>(d.dev);
+    r.path = d.meta;
+  }
+  fill_direct(r);
+  return r;
+}
+
+void backend::deregister_region(region& r) noexcept {
+  if (r.owns_fd && r.fd >= 0) ::close(r.fd);
+  r.fd = -1;
+  r.owns_fd = false;
+}
+
+void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer&) {
+  if (local.size() != remote.size())
+    raise(status::invalid_param,
+          "POSIX prepare: {} local and {} remote descriptors; give both the same count",
+          local.size(), remote.size());
+  if (req.batch.phase.load(std::memory_order_acquire) == detail::batch_phase::running)
+    raise(status::repost_active, "POSIX prepare: the request is still in flight; release it first");
+
+  std::vector<detail::io_op> ops;
+  ops.reserve(local.size());
+  std::optional<bool> write;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const auto& l = local[i];
+    const auto& r = remote[i];
+    mem_kind lk = l.region != nullptr ? l.region->kind : mem_kind::dram;
+    mem_kind rk = r.region != nullptr ? r.region->kind : mem_kind::dram;
+    if (!can_move(lk, rk))
+      raise(status::invalid_param,
+            "POSIX prepare: descriptor {} pairs local {} with remote {}; POSIX moves dram <-> file "
+            "only",
+            i, lk, rk);
+    if (l.len != r.len)
+      raise(status::invalid_param,
+            "POSIX prepare: descriptor {} has local length {} and remote length {}", i, l.len,
+            r.len);
+    const bool file_remote = rk == mem_kind::file;
+    const desc& mem = file_remote ? static_cast<const desc&>(l) : static_cast<const desc&>(r);
+    const desc& fil = file_remote ? static_cast<const desc&>(r) : static_cast<const desc&>(l);
+    int fd = file_remote ? r.region->fd : l.region->fd;
+    bool direct = file_remote ? r.region->direct : l.region->direct;
+    std::uint32_t ma = file_remote ? r.region->mem_align : l.region->mem_align;
+    std::uint32_t oa = file_remote ? r.region->off_align : l.region->off_align;
+    // read pulls remote into local: with the file remote that is a file read.
+    bool w = (op == xfer_op::read) != file_remote;
+    if (write && *write != w)
+      raise(status::invalid_param,
+            "POSIX prepare: descriptor {} moves in the other direction than descriptor 0", i);
+    write = w;
+    if (fd < 0)
+      raise(status::invalid_param,
+            "POSIX prepare: descriptor {} lies in a file region that was deregistered", i);
+    if (direct && (mem.addr % ma != 0 || fil.addr % oa != 0 || fil.len % oa != 0))
+      raise(status::invalid_param,
+            "POSIX prepare: descriptor {} (memory 0x{:x}, file offset {}, length {}) breaks the "
+            "O_DIRECT "
+            "alignment of fd {} (memory {}, offset and length {}); align the buffer and the range "
+            "or open "
+            "the file without O_DIRECT",
+            i, mem.addr, fil.addr, fil.len, fd, ma, oa);
+    if (fil.len == 0) continue;
+    ops.push_back(detail::io_op{reinterpret_cast<std::byte*>(mem.addr), fil.addr, fil.len, 0, fd});
+  }
+  req.batch.ops = std::move(ops);
+  req.batch.write = write.value_or(false);
+  req.batch.phase.store(detail::batch_phase::idle, std::memory_order_relaxed);
+  req.reported = false;
+}
+
+void backend::report(request& req) const noexcept {
+  req.reported = true;
+  const auto& b = req.batch;
+  if (b.err == ECANCELED) return;
+  if (b.err_op >= b.ops.size()) return;
+  const auto& op = b.ops[b.err_op];
+  try {
+    log::error(
+        "POSIX/{}: {} of {} bytes at file offset {} on fd {} (operation {} of {}) failed: {}",
+        detail::to_string(engine_->kind()), b.write ? "write" : "read", op.len, op.offset, op.fd,
+        b.err_op, b.ops.size(), detail::error_text(b.err));
+  } catch (...) {
+  }
+}
+
+std::vector<std::optional<nixl::params>> backend::query_memory(
+    std::span<const nixl::reg_desc> descs) const {
+  std::vector<std::optional<nixl::params>> out;
+  out.reserve(descs.size());
+  for (const auto& d : descs) {
+    struct stat st {};
+    std::string path = meta_path(d.meta);
+    int rc = 0;
+    if (!path.empty()) {
+      rc = ::stat(path.c_str(), &st);
+    } else if (d.dev <= static_cast<std::uint64_t>(INT_MAX)) {
+      rc = ::fstat(static_cast<int>(d.dev), &st);
+    } else {
+      rc = -1;
+      errno = EBADF;
+    }
+    if (rc != 0) {
+      int e = errno;
+      if (e == ENOENT || e == ENOTDIR || e == EBADF) {
+        out.emplace_back(std::nullopt);
+        continue;
+      }
+      raise(status::backend, "POSIX query_memory: stat('{}') failed: {}", path, errno_text(e));
+    }
+    out.emplace_back(nixl::params{{"size", std::to_string(st.st_size)},
+                                  {"mode", std::to_string(st.st_mode)},
+                                  {"mtime", std::to_string(st.st_mtime)}});
+  }
+  return out;
+}
+
+}  // namespace nixl::posix

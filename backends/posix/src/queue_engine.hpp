@@ -1,0 +1,159 @@
+#pragma once
+// Shared machinery of the engines: the FIFO of running batches, the retry list of operations
+// that came back short, and the bookkeeping that ends a batch.
+
+#include <mutex>
+
+#include <nixl/backends/posix/engine.hpp>
+
+namespace nixl::posix::detail {
+
+/// Batch bookkeeping common to every engine. Callers hold the engine lock.
+class batch_queue {
+ public:
+  void push(io_batch& b) noexcept {
+    b.queued = true;
+    b.next_queued = nullptr;
+    if (tail_ != nullptr)
+      tail_->next_queued = &b;
+    else
+      head_ = &b;
+    tail_ = &b;
+  }
+  void unlink(io_batch& b) noexcept {
+    if (!b.queued) return;
+    io_batch* prev = nullptr;
+    for (io_batch* it = head_; it != nullptr; prev = it, it = it->next_queued) {
+      if (it != &b) continue;
+      (prev != nullptr ? prev->next_queued : head_) = it->next_queued;
+      if (tail_ == it) tail_ = prev;
+      break;
+    }
+    b.queued = false;
+    b.next_queued = nullptr;
+  }
+  io_batch* head() const noexcept { return head_; }
+
+  /// Takes the next operation of the first queued batch (counted as in flight for it).
+  io_op* take() noexcept {
+    io_batch* b = head_;
+    if (b == nullptr) return nullptr;
+    io_op* op = &b->ops[b->next++];
+    ++b->inflight;
+    if (b->next == b->ops.size()) unlink(*b);
+    return op;
+  }
+
+ private:
+  io_batch* head_ = nullptr;
+  io_batch* tail_ = nullptr;
+};
+
+/// Ends the batch when nothing of it is in flight any more. Must be the last touch of `b`: once
+/// the phase is terminal its owner may reuse or destroy it.
+inline void settle(io_batch& b) noexcept {
+  if (b.err != 0) {
+    if (b.inflight == 0) b.phase.store(batch_phase::failed, std::memory_order_release);
+  } else if (b.completed == b.ops.size()) {
+    b.phase.store(batch_phase::done, std::memory_order_release);
+  }
+}
+
+/// Records the first error of a batch and stops submitting the rest of it.
+inline void fail(batch_queue& q, io_batch& b, int err, std::size_t idx) noexcept {
+  if (b.err == 0) {
+    b.err = err;
+    b.err_op = idx;
+  }
+  q.unlink(b);
+  b.next = b.ops.size();
+}
+
+/// Base of the kernel-queue engines (io_uring, AIO): one lock, a FIFO of batches, a retry list
+/// and `depth` operations in the kernel at most. Subclasses provide `progress_locked`.
+class queue_engine : public engine {
+ public:
+  explicit queue_engine(unsigned depth) : depth_(depth) {}
+
+  batch_phase submit(io_batch& b) noexcept override {
+    if (b.ops.empty()) {
+      b.phase.store(batch_phase::done, std::memory_order_release);
+      return batch_phase::done;
+    }
+    std::lock_guard lk(mu_);
+    b.phase.store(batch_phase::running, std::memory_order_relaxed);
+    queue_.push(b);
+    progress_locked(false);
+    return b.phase.load(std::memory_order_acquire);
+  }
+
+  batch_phase poll(io_batch& b) noexcept override {
+    auto p = b.phase.load(std::memory_order_acquire);
+    if (p != batch_phase::running) return p;
+    std::lock_guard lk(mu_);
+    progress_locked(false);
+    return b.phase.load(std::memory_order_acquire);
+  }
+
+  void cancel(io_batch& b) noexcept override {
+    std::lock_guard lk(mu_);
+    if (b.phase.load(std::memory_order_acquire) == batch_phase::running) {
+      fail(queue_, b, ECANCELED, 0);
+      while (b.inflight != 0) progress_locked(true);
+    }
+    b.phase.store(batch_phase::idle, std::memory_order_release);
+  }
+
+  unsigned depth() const noexcept override { return depth_; }
+
+ protected:
+  /// Reaps what completed (waiting for one completion when `wait`), then fills the kernel queue.
+  virtual void progress_locked(bool wait) noexcept = 0;
+
+  /// Next operation to hand to the kernel: retries first, then queued batches.
+  io_op* next_op() noexcept {
+    while (retry_ != nullptr) {
+      io_op* op = retry_;
+      retry_ = op->next;
+      op->next = nullptr;
+      io_batch& b = *op->owner;
+      if (b.err == 0) return op;
+      --b.inflight;  // the batch failed meanwhile: drop the rest of this operation
+      settle(b);
+    }
+    return queue_.take();
+  }
+
+  /// Applies a kernel result to an operation that has left the kernel.
+  void complete(io_op& op, long res) noexcept {
+    --kernel_inflight_;
+    io_batch& b = *op.owner;
+    if (b.err != 0) {
+      --b.inflight;
+      settle(b);
+      return;
+    }
+    auto r = apply_result(op, b.write, res);
+    if (r.what == op_result::again) {
+      op.next = retry_;
+      retry_ = &op;
+      return;
+    }
+    --b.inflight;
+    if (r.what == op_result::failed)
+      fail(queue_, b, r.err, static_cast<std::size_t>(&op - b.ops.data()));
+    else
+      ++b.completed;
+    settle(b);
+  }
+
+  bool has_work() const noexcept { return retry_ != nullptr || queue_.head() != nullptr; }
+
+  std::mutex mu_;
+  batch_queue queue_;
+  io_op* retry_ = nullptr;
+  unsigned depth_;
+  unsigned kernel_inflight_ = 0;
+};
+
+}  // namespace nixl::posix::detail

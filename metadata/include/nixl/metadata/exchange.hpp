@@ -1,0 +1,147 @@
+#pragma once
+/// Metadata exchange of one agent: a peer-to-peer listener speaking a small framed protocol
+/// over TCP, and an optional etcd central store.
+///
+/// The exchange knows nothing of the agent type: the agent hands it three hooks. Operations are
+/// asynchronous: they validate on the caller's thread, queue the I/O to the exchange's threads
+/// and return a std::future that becomes ready when the operation completed (or holds the
+/// nixl::error that ended it). Errors on the exchange threads are also logged. Callers that do
+/// not keep the future observe completion the NIXL way, by polling check_remote_metadata.
+///
+/// Threads: when the config listens or names etcd endpoints, the exchange runs an I/O thread
+/// (listener and outgoing peer requests) and, with etcd, an etcd thread (requests, lease
+/// keep-alive, watches). The hooks are then called from those threads, so the agent must lock
+/// (thread_sync none becomes strict). Without threads, peer requests run to completion on the
+/// caller's thread inside send()/fetch()/invalidate_at() and the returned future is ready.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nixl/metadata/frame.hpp>
+
+namespace nixl::md {
+
+/// NIXL's default listener port.
+inline constexpr std::uint16_t default_listen_port = 8888;
+/// Label of full metadata in the central store.
+inline constexpr std::string_view full_label = "metadata";
+
+/// What the exchange needs from its agent. Called from the exchange's own threads (or from the
+/// caller's thread when the exchange runs none).
+struct hooks {
+  /// Our full metadata blob; may throw nixl::error (e.g. no remote-capable backend).
+  std::function<std::string()> full_metadata;
+  /// Loads a peer's blob (full or partial) and returns the agent name inside; throws nixl::error.
+  std::function<std::string(std::span<const std::byte>)> load;
+  /// Drops a peer's metadata (the peer asked for it, or its etcd keys went away).
+  std::function<void(std::string_view agent)> invalidate;
+};
+
+/// Settings of one exchange.
+struct config {
+  /// Run a listener so that peers can send, fetch and invalidate.
+  bool listen = false;
+  /// Address to bind: loopback unless told otherwise ("::1" for IPv6, "0.0.0.0" for all).
+  std::string listen_address = "127.0.0.1";
+  /// Port to bind; 0 lets the system pick one (see exchange::port()).
+  std::uint16_t listen_port = default_listen_port;
+  /// Bound on one peer request (connect, send, reply) and on the time a client of our listener
+  /// may take to deliver a frame or stay silent.
+  std::chrono::milliseconds io_timeout{5000};
+  /// Largest frame payload accepted from a peer.
+  std::size_t max_frame = default_max_frame;
+  /// Most client connections the listener serves at once; more are closed on accept.
+  std::size_t max_connections = 256;
+
+  /// Comma-separated etcd client URLs ("http://127.0.0.1:2379" or "127.0.0.1:2379"). Empty:
+  /// NIXL_ETCD_ENDPOINTS if read_env, else no central store.
+  std::string etcd_endpoints;
+  /// Key prefix; empty: NIXL_ETCD_NAMESPACE if read_env and set, else "/nixl/agents". Trailing
+  /// slashes are dropped, so keys are "<namespace>/<agent>/<label>".
+  std::string etcd_namespace;
+  /// How long fetch_central waits for a key that is not there yet.
+  std::chrono::microseconds etcd_watch_timeout{5'000'000};
+  /// TTL of the lease that carries our keys; kept alive at a third of it. etcd rounds values
+  /// below its minimum (2 s with default settings) up.
+  std::chrono::seconds etcd_lease_ttl{10};
+  /// Bound on one etcd request.
+  std::chrono::milliseconds etcd_request_timeout{5000};
+  /// Fill etcd_endpoints / etcd_namespace from the environment when they are empty.
+  bool read_env = true;
+
+  /// A copy with the environment applied and the namespace normalised.
+  config resolved() const;
+  /// True when an exchange built from this config runs threads of its own, so the hooks are
+  /// called concurrently with the agent's users.
+  bool runs_threads() const;
+};
+
+/// Counters of the listener, for diagnostics and tests.
+struct listener_stats {
+  std::uint64_t accepted = 0;   ///< client connections accepted
+  std::uint64_t served = 0;     ///< requests answered
+  std::uint64_t rejected = 0;   ///< connections closed for malformed, truncated or excess input
+  std::uint64_t timed_out = 0;  ///< connections closed because the client was silent or slow
+};
+
+/// The metadata exchange of one agent.
+class exchange {
+ public:
+  /// Starts the listener (if cfg.listen) and the threads. Throws nixl::error when the listener
+  /// cannot bind or a hook is missing.
+  exchange(std::string agent_name, config cfg, hooks h);
+  /// Stops the threads (pending operations fail with status::canceled) and revokes our etcd
+  /// lease, so our central keys disappear at once. Must not run while the caller holds a lock
+  /// that the hooks take.
+  ~exchange();
+  exchange(const exchange&) = delete;
+  exchange& operator=(const exchange&) = delete;
+
+  const std::string& agent_name() const noexcept;
+  /// Port the listener is bound to (useful with listen_port 0); 0 without a listener.
+  std::uint16_t port() const noexcept;
+  /// True when the exchange runs threads (see config::runs_threads).
+  bool runs_threads() const noexcept;
+  /// True when an etcd central store is configured.
+  bool has_central() const noexcept;
+  /// The effective configuration.
+  const config& settings() const noexcept;
+
+  /// Sends a metadata blob (full or partial) to the listener at ip:port, which loads it.
+  std::future<void> send(std::string_view ip, std::uint16_t port, std::string blob);
+  /// Asks the listener at ip:port for its full metadata and loads the reply. With a non-empty
+  /// `expected_agent` the peer refuses if it is another agent.
+  std::future<void> fetch(std::string_view ip, std::uint16_t port,
+                          std::string_view expected_agent = {});
+  /// Tells the listener at ip:port to drop our metadata.
+  std::future<void> invalidate_at(std::string_view ip, std::uint16_t port);
+
+  /// Stores a blob under "<namespace>/<agent>/<label>", attached to our lease. Throws
+  /// nixl::error(not_supported) without a central store.
+  std::future<void> publish(std::string_view label, std::string blob);
+  /// Loads "<namespace>/<agent>/<label>", waiting up to etcd_watch_timeout for it to appear,
+  /// then watches that agent's keys and invalidates it locally when they are deleted or expire.
+  std::future<void> fetch_central(std::string_view agent, std::string_view label = full_label);
+  /// Deletes all our keys; watching peers drop us.
+  std::future<void> unpublish();
+
+  /// Listener counters.
+  listener_stats stats() const noexcept;
+
+  /// Key of an agent's label in the central store.
+  std::string central_key(std::string_view agent, std::string_view label) const;
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace nixl::md

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Starts or stops a throw-away etcd for tests: loopback only, free ports, a temporary data dir.
+#
+#   scripts/etcd-test-server.sh start DIR   # prints the client URL; DIR holds pid, endpoint, log, data
+#   scripts/etcd-test-server.sh stop DIR    # stops it and removes DIR
+#   scripts/etcd-test-server.sh env DIR     # prints "export NIXL_ETCD_ENDPOINTS=<url>"
+#
+# Exit status 77 from start means "no etcd binary" (tests treat it as a skip).
+set -euo pipefail
+
+cmd=${1:-}
+dir=${2:-}
+if [[ -z "$cmd" || -z "$dir" ]]; then
+  echo "usage: $0 start|stop|env DIR" >&2
+  exit 2
+fi
+
+etcd_bin=${ETCD_BIN:-$(command -v etcd || true)}
+
+free_port() {
+  # Ask the kernel for an unused loopback port.
+  if command -v /usr/bin/python3 >/dev/null 2>&1; then
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  else
+    echo $((20000 + RANDOM % 20000))
+  fi
+}
+
+healthy() {
+  curl -s --noproxy '*' -m 1 -X POST -d '{}' "$1/v3/maintenance/status" 2>/dev/null | grep -q '"version"'
+}
+
+stop() {
+  if [[ -f "$dir/pid" ]]; then
+    local pid
+    pid=$(cat "$dir/pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -rf "$dir"
+}
+
+case "$cmd" in
+  start)
+    if [[ -z "$etcd_bin" ]]; then
+      echo "etcd not found; install etcd-server (Debian) or set ETCD_BIN" >&2
+      exit 77
+    fi
+    mkdir -p "$dir"
+    for attempt in 1 2 3; do
+      cport=$(free_port)
+      pport=$(free_port)
+      [[ "$cport" == "$pport" ]] && continue
+      url="http://127.0.0.1:$cport"
+      rm -rf "$dir/data"
+      # Short election/heartbeat keep the minimum lease TTL at etcd's default of 2 s.
+      "$etcd_bin" --name nixl-test --data-dir "$dir/data" \
+        --listen-client-urls "$url" --advertise-client-urls "$url" \
+        --listen-peer-urls "http://127.0.0.1:$pport" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "nixl-test=http://127.0.0.1:$pport" \
+        --log-level error </dev/null >"$dir/log" 2>&1 &
+      echo $! >"$dir/pid"
+      for _ in $(seq 100); do
+        if healthy "$url"; then
+          echo "$url" >"$dir/endpoint"
+          echo "$url"
+          exit 0
+        fi
+        kill -0 "$(cat "$dir/pid")" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill "$(cat "$dir/pid")" 2>/dev/null || true
+      wait "$(cat "$dir/pid")" 2>/dev/null || true
+    done
+    echo "etcd did not come up; log:" >&2
+    tail -20 "$dir/log" >&2 || true
+    stop
+    exit 1
+    ;;
+  stop)
+    stop
+    ;;
+  env)
+    echo "export NIXL_ETCD_ENDPOINTS=$(cat "$dir/endpoint")"
+    ;;
+  *)
+    echo "usage: $0 start|stop|env DIR" >&2
+    exit 2
+    ;;
+esac

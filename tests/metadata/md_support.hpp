@@ -1,0 +1,174 @@
+#pragma once
+// Helpers of the metadata tests: a fake agent behind the exchange hooks, waiting, and a
+// throw-away etcd server.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nixl/metadata/exchange.hpp>
+#include <nixl/status.hpp>
+
+namespace md_test {
+
+using namespace std::chrono_literals;
+
+/// Stores what peers load into it; its own metadata is "MD:<name>:<payload>".
+struct fake_agent {
+  std::string name;
+  std::string payload = "payload";
+  mutable std::mutex m;
+  std::map<std::string, std::string, std::less<>> loaded;
+  std::vector<std::string> invalidated;
+  int loads = 0;
+
+  explicit fake_agent(std::string n) : name(std::move(n)) {}
+
+  std::string blob() const { return "MD:" + name + ":" + payload; }
+
+  nixl::md::hooks hooks() {
+    return {
+        [this] { return blob(); },
+        [this](std::span<const std::byte> b) {
+          std::string s(reinterpret_cast<const char*>(b.data()), b.size());
+          if (s.rfind("MD:", 0) != 0) nixl::raise(nixl::status::mismatch, "fake: not metadata");
+          auto end = s.find(':', 3);
+          if (end == std::string::npos) nixl::raise(nixl::status::mismatch, "fake: no name");
+          std::string who = s.substr(3, end - 3);
+          std::lock_guard lk(m);
+          loaded[who] = s;
+          ++loads;
+          return who;
+        },
+        [this](std::string_view who) {
+          std::lock_guard lk(m);
+          if (loaded.erase(std::string(who)) == 0)
+            nixl::raise(nixl::status::not_found, "fake: '{}' not loaded", who);
+          invalidated.emplace_back(who);
+        },
+    };
+  }
+
+  bool has(std::string_view who) const {
+    std::lock_guard lk(m);
+    return loaded.find(who) != loaded.end();
+  }
+  std::string value(std::string_view who) const {
+    std::lock_guard lk(m);
+    auto it = loaded.find(who);
+    return it == loaded.end() ? std::string() : it->second;
+  }
+  bool was_invalidated(std::string_view who) const {
+    std::lock_guard lk(m);
+    for (auto& i : invalidated)
+      if (i == who) return true;
+    return false;
+  }
+};
+
+/// Polls `pred` until it holds or `limit` passes.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+/// A config listening on an OS-picked loopback port, with etcd off unless given.
+inline nixl::md::config listening(std::string address = "127.0.0.1") {
+  nixl::md::config c;
+  c.listen = true;
+  c.listen_address = std::move(address);
+  c.listen_port = 0;
+  c.read_env = false;
+  return c;
+}
+
+/// One etcd for the whole test process: NIXL_TEST_ETCD_ENDPOINTS if set, else one started with
+/// scripts/etcd-test-server.sh. endpoint() is empty when neither is available (tests skip).
+class etcd_server {
+ public:
+  static etcd_server& get() {
+    static etcd_server s;
+    return s;
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& why_absent() const { return why_; }
+  ~etcd_server() {
+    if (!dir_.empty()) {
+      std::string cmd = std::string(NIXL_ETCD_TEST_SCRIPT) + " stop " + dir_ + " >/dev/null 2>&1";
+      [[maybe_unused]] int rc = std::system(cmd.c_str());
+    }
+  }
+
+ private:
+  etcd_server() {
+    if (const char* e = std::getenv("NIXL_TEST_ETCD_ENDPOINTS"); e && *e) {
+      endpoint_ = e;
+      return;
+    }
+    char tmpl[] = "/tmp/nixl-etcd-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      why_ = "mkdtemp failed";
+      return;
+    }
+    dir_ = tmpl;
+    std::string out = dir_ + "/start.out";
+    std::string cmd =
+        std::string(NIXL_ETCD_TEST_SCRIPT) + " start " + dir_ + "/srv > " + out + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 0) {
+      if (FILE* f = std::fopen((dir_ + "/srv/endpoint").c_str(), "r")) {
+        char buf[256] = {};
+        if (std::fgets(buf, sizeof buf, f)) endpoint_ = buf;
+        std::fclose(f);
+        while (!endpoint_.empty() && (endpoint_.back() == '\n' || endpoint_.back() == ' '))
+          endpoint_.pop_back();
+      }
+      dir_ += "/srv";
+    } else if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+      why_ = "no etcd binary (install etcd-server)";
+    } else {
+      why_ = "etcd did not start (see scripts/etcd-test-server.sh)";
+    }
+  }
+  std::string endpoint_, dir_, why_;
+};
+
+/// Config of an exchange that uses the test etcd under a namespace of its own.
+inline nixl::md::config with_etcd(std::string ns, bool listen = false) {
+  nixl::md::config c;
+  c.listen = listen;
+  c.listen_port = 0;
+  c.read_env = false;
+  c.etcd_endpoints = etcd_server::get().endpoint();
+  c.etcd_namespace = std::move(ns);
+  c.etcd_lease_ttl = 2s;
+  c.etcd_watch_timeout = 3s;
+  return c;
+}
+
+/// Unique namespace per test run.
+inline std::string fresh_namespace(std::string_view tag) {
+  static int n = 0;
+  return "/nixl-test/" + std::to_string(::getpid()) + "-" + std::to_string(++n) + "-" +
+         std::string(tag);
+}
+
+}  // namespace md_test
+
+#define NIXL_REQUIRE_ETCD()                                                  \
+  do {                                                                       \
+    if (md_test::etcd_server::get().endpoint().empty())                      \
+      NIXL_SKIP("etcd tests: " << md_test::etcd_server::get().why_absent()); \
+  } while (0)

@@ -1,0 +1,249 @@
+#pragma once
+/// `nixl::ucx::backend`: DRAM (and, where UCX has CUDA, VRAM) transfers between agents of one
+/// or several processes over UCX, with notifications, a progress thread and peer failure
+/// detection. NIXL's backend name "UCX". See docs/ucx.md.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include <nixl/backends/ucx/detail/engine.hpp>
+#include <nixl/backends/ucx/detail/ucs.hpp>
+#include <nixl/concepts.hpp>
+#include <nixl/memory.hpp>
+#include <nixl/status.hpp>
+
+namespace nixl::ucx {
+
+/// The UCX backend. Moves DRAM between agents (and to itself), over shared memory, cma or TCP
+/// as UCX chooses; refuses VRAM at registration unless the UCX library reports CUDA support.
+class backend {
+ public:
+  static constexpr std::string_view name = "UCX";
+  using memory_kinds = kind_list<dram_t, vram_t>;
+  using config = ucx::config;
+
+  /// The params this backend advertises, with their defaults.
+  static params default_params();
+
+  /// A registered local region: its UCX memory handle and packed remote key.
+  struct region {
+    detail::mem_handle memh;
+    desc range{};
+    mem_kind kind = mem_kind::dram;
+    std::string public_data;  ///< framed packed rkey, what peers unpack
+  };
+
+  /// A peer's region as seen from here: one unpacked rkey per local worker.
+  struct remote_region {
+    desc range{};
+    mem_kind kind = mem_kind::dram;
+    detail::peer_state* peer = nullptr;
+    std::vector<detail::rkey_handle> rkeys;
+  };
+
+  /// A remote agent (or this agent, for loopback): its endpoints, one per local worker.
+  struct peer {
+    detail::peer_state* state = nullptr;
+    peer() = default;
+    explicit peer(detail::peer_state* s) noexcept : state(s) {}
+    peer(peer&& o) noexcept : state(std::exchange(o.state, nullptr)) {}
+    peer& operator=(peer&& o) noexcept {
+      state = std::exchange(o.state, nullptr);
+      return *this;
+    }
+  };
+
+  /// Everything a transfer needs, resolved by `prepare`.
+  class request {
+   public:
+    request() = default;
+    request(request&& o) noexcept
+        : items_(std::move(o.items_)),
+          slot_(std::exchange(o.slot_, nullptr)),
+          peer_(std::exchange(o.peer_, nullptr)),
+          ep_(std::exchange(o.ep_, nullptr)),
+          worker_(o.worker_),
+          op_(o.op_) {}
+    request& operator=(request&& o) noexcept {
+      items_ = std::move(o.items_);
+      slot_ = std::exchange(o.slot_, nullptr);
+      peer_ = std::exchange(o.peer_, nullptr);
+      ep_ = std::exchange(o.ep_, nullptr);
+      worker_ = o.worker_;
+      op_ = o.op_;
+      return *this;
+    }
+    /// Number of descriptor pairs UCX will see.
+    std::size_t size() const noexcept { return items_.size(); }
+    /// Index of the worker this request runs on.
+    std::uint32_t worker() const noexcept { return worker_; }
+
+   private:
+    friend class backend;
+    std::vector<detail::xfer_item> items_;
+    detail::op_slot* slot_ = nullptr;
+    detail::peer_state* peer_ = nullptr;
+    ucp_ep_h ep_ = nullptr;
+    std::uint32_t worker_ = 0;
+    xfer_op op_ = xfer_op::write;
+  };
+
+  /// Creates the UCX context, workers and (unless disabled) the progress thread.
+  /// Throws `nixl::error` when UCX cannot be set up or a parameter is bad.
+  backend(const config& cfg, const backend_context& ctx);
+  backend(backend&&) noexcept = default;
+  backend& operator=(backend&&) noexcept = default;
+  ~backend() = default;
+
+  /// Registers DRAM (or VRAM where UCX supports CUDA). Throws `nixl::error` otherwise.
+  region register_region(mem_kind kind, const reg_desc& d);
+  void deregister_region(region& r) noexcept;
+
+  /// Resolves a transfer once; throws `nixl::error(invalid_param)` for a descriptor outside its
+  /// region or a region of another peer.
+  void prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+               std::span<const bound_desc<remote_region>> remote, peer& p);
+  /// Starts a prepared transfer; the notification, if any, is sent once the data is visible.
+  status post(request& r, notif_arg notif) noexcept;
+  /// `success`, `in_progress` or an error (`remote_disconnect` when the peer died).
+  status check(request& r) noexcept;
+  /// Frees the request; waits for a request in flight to end (bounded), since UCX cannot
+  /// cancel one-sided operations. `repost_active` if it is still running after 30 s.
+  status release(request& r) noexcept;
+  /// UCX's estimate of the transfer time (`ucp_ep_evaluate_perf`), summed over descriptors.
+  std::optional<std::chrono::microseconds> estimate(const request& r) const;
+
+  // loopback
+  peer self_peer();
+  remote_region load_local(const region& r);
+  void unload_region(remote_region& r) noexcept;
+
+  // remote
+  /// This agent's UCX worker addresses and process identity.
+  std::string connection_info() const;
+  /// Creates endpoints to a peer (no network traffic yet). Throws on malformed input.
+  peer load_peer(std::string_view agent, std::span<const std::byte> conn_info);
+  void unload_peer(peer& p) noexcept;
+  /// Wires endpoints up now instead of at the first transfer. Throws when the peer is gone.
+  void connect(peer& p);
+  std::string public_data(const region& r) const;
+  remote_region unpack(peer& p, mem_kind kind, const desc& d, std::span<const std::byte> data);
+
+  // notifications
+  /// Sends a standalone notification (no ordering with transfers). Throws when the peer failed.
+  void notify(peer& p, std::string_view msg);
+  /// Appends the notifications received so far (sender agent name -> messages).
+  void take_notifications(notif_map& out);
+
+  /// Progresses every worker once and checks watched peers; for users who run without the
+  /// progress thread. The target of a transfer must progress: UCX 1.13 emulates put/get on
+  /// ordinary memory with active messages that the target handles.
+  void progress() noexcept;
+
+  /// True when a progress thread drives the workers.
+  bool has_progress_thread() const noexcept { return eng_->has_progress_thread(); }
+  /// True when the UCX library can register CUDA memory.
+  bool cuda_supported() const noexcept { return eng_->cuda_supported(); }
+  /// The effective configuration.
+  const config& configuration() const noexcept { return eng_->cfg(); }
+  /// UCX's description of the endpoint to `p` on worker 0 (lanes and transports).
+  std::string endpoint_info(const peer& p) const;
+  /// True once `p` is known to be gone.
+  static bool peer_failed(const peer& p) noexcept {
+    return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);
+  }
+
+ private:
+  std::unique_ptr<detail::engine> eng_;
+};
+
+// ---- hot path ----
+
+inline status backend::post(request& r, notif_arg notif) noexcept {
+  detail::op_slot* s = r.slot_;
+  if (s == nullptr) return status::invalid_param;
+  if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy)
+    return status::repost_active;
+  if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
+
+  s->has_notif = notif.has_value();
+  if (notif) {
+    const std::string& prefix = eng_->notif_prefix();
+    if (notif->size() > detail::engine::max_notif_size) return status::invalid_param;
+    // assign() reuses the slot's capacity (reserved at prepare); only a longer message allocates
+    s->notif.assign(prefix);
+    s->notif.append(notif->data(), notif->size());
+  }
+  s->ep = r.ep_;
+  s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
+  s->state.store(detail::op_slot::busy, std::memory_order_release);
+
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+  const bool write = r.op_ == xfer_op::write;
+  for (const detail::xfer_item& it : r.items_) {
+    p.memh = it.memh;
+    ucs_status_ptr_t sp = write ? ucp_put_nbx(r.ep_, it.local, it.len, it.remote, it.rkey, &p)
+                                : ucp_get_nbx(r.ep_, it.local, it.len, it.remote, it.rkey, &p);
+    if (UCS_PTR_IS_PTR(sp)) {
+      ucp_request_free(sp);  // completion is observed through the flush below
+    } else if (UCS_PTR_IS_ERR(sp)) {
+      const status e = detail::to_status(UCS_PTR_STATUS(sp));
+      s->finish(e);
+      return e;
+    }
+  }
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &detail::engine::on_flush;
+  p.user_data = s;
+  ucs_status_ptr_t f = ucp_ep_flush_nbx(r.ep_, &p);
+  if (f == nullptr) {
+    const status st = eng_->after_data(s);
+    if (st == status::in_progress) eng_->kick();
+    return st;
+  }
+  if (UCS_PTR_IS_ERR(f)) {
+    const status e = detail::to_status(UCS_PTR_STATUS(f));
+    s->finish(e);
+    return e;
+  }
+  eng_->kick();
+  return status::in_progress;
+}
+
+inline status backend::check(request& r) noexcept {
+  detail::op_slot* s = r.slot_;
+  if (s == nullptr) return status::invalid_param;
+  int st = s->state.load(std::memory_order_acquire);
+  if (st == detail::op_slot::idle) return status::not_posted;
+  if (st == detail::op_slot::busy) {
+    if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
+    eng_->poll(r.worker_, r.peer_);
+    st = s->state.load(std::memory_order_acquire);
+    if (st == detail::op_slot::busy)
+      return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
+                                                             : status::in_progress;
+  }
+  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+}
+
+static_assert(nixl::backend<backend>);
+static_assert(nixl::loopback_backend<backend>);
+static_assert(nixl::remote_backend<backend>);
+static_assert(nixl::notifying_backend<backend>);
+static_assert(nixl::progressing_backend<backend>);
+static_assert(nixl::estimating_backend<backend>);
+static_assert(nixl::connecting_backend<backend>);
+static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+
+}  // namespace nixl::ucx

@@ -1,0 +1,252 @@
+#pragma once
+/// The state behind `nixl::ucx::backend`: UCX context and workers, the progress thread, peers,
+/// completion slots and received notifications. Setup code lives in src/engine.cpp; the few
+/// members the hot path needs are inline here.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include <nixl/backends/ucx/detail/ucs.hpp>
+#include <nixl/concepts.hpp>
+#include <nixl/memory.hpp>
+#include <nixl/status.hpp>
+
+namespace nixl::ucx {
+
+/// How endpoints detect a peer that went away (`ucx_error_handling_mode`).
+enum class error_mode : std::uint8_t {
+  /// Same host: UCX mode `none` (shared memory and cma stay usable) plus a watch on the peer
+  /// process; other hosts: UCX mode `peer`. The default.
+  automatic = 0,
+  /// UCX mode `peer` everywhere (UCX 1.13 then uses TCP even between processes of one host).
+  peer = 1,
+  /// UCX mode `none` and no watch: a dead peer leaves its requests in progress forever.
+  none = 2,
+};
+
+std::string_view to_string(error_mode m) noexcept;
+
+/// Backend configuration. `from_params` takes NIXL's parameter names.
+struct config {
+  /// UCX workers; requests are spread over them round-robin (`num_workers`).
+  std::size_t num_workers = 1;
+  /// Network devices, comma separated (`device_list`, alias `ucx_devices`); empty = all.
+  std::string device_list;
+  /// Peer failure detection (`ucx_error_handling_mode`: auto, peer, none).
+  error_mode error_handling = error_mode::automatic;
+  /// UCX settings `KEY=VALUE,KEY=VALUE` without the `UCX_` prefix (`engine_config`).
+  std::string engine_config;
+  /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
+  /// default in `nixl::agent_config`).
+  std::optional<bool> enable_prog_thread;
+
+  /// Parses NIXL-style params; throws `nixl::error(invalid_param)` naming a bad value.
+  static config from_params(const params& p);
+  /// The params that give this config back.
+  params to_params() const;
+};
+
+namespace detail {
+
+class engine;
+
+/// Completion state of one request while UCX works on it. Slots are owned by the engine and
+/// live as long as it does, so a UCX callback never sees freed memory even when the request
+/// that posted it is gone.
+struct op_slot {
+  enum : int { idle = 0, busy = 1, done = 2 };
+  std::atomic<int> state{idle};
+  std::atomic<int> result{static_cast<int>(status::success)};
+  bool has_notif = false;
+  bool orphaned = false;  ///< its request was released while UCX still held it
+  ucp_ep_h ep = nullptr;
+  engine* owner = nullptr;
+  std::string notif;  ///< encoded notification (sender name + message), capacity reused
+
+  void finish(status s) noexcept {
+    result.store(static_cast<int>(s), std::memory_order_relaxed);
+    state.store(done, std::memory_order_release);
+  }
+};
+
+/// One remote agent (or this agent itself, for loopback).
+struct peer_state {
+  std::string name;
+  std::vector<ucp_ep_h> eps;  ///< one per local worker
+  std::atomic<bool> failed{false};
+  bool closed = false;
+  bool ucx_peer_mode = false;  ///< endpoints use UCX's `peer` error mode
+  bool is_self = false;
+  int pidfd = -1;  ///< process watch (same host), or -1
+  std::atomic<std::int64_t> next_probe_ns{0};
+  engine* owner = nullptr;
+};
+
+/// One resolved descriptor pair of a request.
+struct xfer_item {
+  void* local = nullptr;
+  std::size_t len = 0;
+  std::uint64_t remote = 0;
+  ucp_rkey_h rkey = nullptr;
+  ucp_mem_h memh = nullptr;
+};
+
+class engine {
+ public:
+  engine(const config& cfg, const backend_context& ctx);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // ---- setup path (src/engine.cpp) ----
+  ucp_context_h context() const noexcept { return ctx_.get(); }
+  std::size_t num_workers() const noexcept { return workers_.size(); }
+  ucp_worker_h worker(std::size_t i) const noexcept { return workers_[i].get(); }
+  bool cuda_supported() const noexcept { return cuda_; }
+  bool has_progress_thread() const noexcept { return thread_.joinable(); }
+  const std::string& agent_name() const noexcept { return agent_name_; }
+  const std::string& connection_info() const noexcept { return conn_info_; }
+  const config& cfg() const noexcept { return cfg_; }
+  peer_state* self() noexcept { return self_; }
+
+  peer_state* load_peer(std::string_view name, std::span<const std::byte> info);
+  void unload_peer(peer_state* p) noexcept;
+  void connect(peer_state* p);
+  op_slot* acquire_slot();
+  void release_slot(op_slot* s) noexcept;
+  std::uint32_t next_worker() noexcept {
+    return rr_.fetch_add(1, std::memory_order_relaxed) %
+           static_cast<std::uint32_t>(workers_.size());
+  }
+  void notify(peer_state* p, std::string_view msg);
+  void take_notifications(notif_map& out);
+  void progress_all() noexcept;
+  std::string endpoint_info(const peer_state* p) const;
+
+  // ---- data path ----
+  /// Encoded prefix of every notification this agent sends (version, name).
+  const std::string& notif_prefix() const noexcept { return notif_prefix_; }
+
+  /// Called once the data of `s` completed (from post or from the flush callback): sends the
+  /// notification, or finishes the slot. Returns what post should report.
+  status after_data(op_slot* s) noexcept;
+
+  /// One progress pass over worker `i`, plus a liveness probe of `p` when no thread watches.
+  void poll(std::uint32_t i, peer_state* p) noexcept {
+    ucp_worker_progress(workers_[i].get());
+    if (!thread_.joinable() && p != nullptr && p->pidfd >= 0) probe(p);
+  }
+
+  /// After posting: make sure the progress thread looks at the worker.
+  void kick() noexcept {
+    if (thread_.joinable()) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (sleeping_.load(std::memory_order_relaxed)) wake();
+    }
+  }
+
+  static void on_flush(void* request, ucs_status_t st, void* user) noexcept;
+  static void on_am_done(void* request, ucs_status_t st, void* user) noexcept;
+
+  static constexpr unsigned notif_am_id = 0x4e;  // 'N'
+  static constexpr std::size_t max_notif_size = std::size_t{64} << 20;
+  static constexpr std::size_t max_name_size = 1024;
+
+ private:
+  void probe(peer_state* p) noexcept;
+  void wake() noexcept;
+  void run() noexcept;
+  void watch(peer_state* p);
+  void mark_failed(peer_state* p, std::string_view why) noexcept;
+  void close_eps(peer_state* p) noexcept;
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t st) noexcept;
+  static ucs_status_t on_notif(void* arg, const void* header, std::size_t header_len, void* data,
+                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+
+  config cfg_;
+  std::string agent_name_;
+  std::string notif_prefix_;
+  context_handle ctx_;
+  std::vector<worker_handle> workers_;
+  std::vector<std::string> addresses_;
+  std::string conn_info_;
+  bool cuda_ = false;
+
+  // process identity, for the same-host liveness watch
+  std::string boot_id_;
+  std::uint64_t pidns_ = 0;
+  std::uint32_t pid_ = 0;
+  std::uint64_t start_time_ = 0;
+
+  std::atomic<std::uint32_t> rr_{0};
+
+  std::mutex peers_mu_;
+  std::vector<std::unique_ptr<peer_state>> peers_;  // retired peers stay until destruction
+  peer_state* self_ = nullptr;
+
+  std::mutex slots_mu_;
+  std::vector<std::unique_ptr<op_slot>> slots_;
+  std::vector<op_slot*> free_slots_;
+
+  std::mutex notif_mu_;
+  std::vector<std::pair<std::string, std::string>> inbox_;
+
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  int timeout_ms_ = 100;
+  std::thread thread_;
+};
+
+inline status engine::after_data(op_slot* s) noexcept {
+  if (!s->has_notif) {
+    s->finish(status::success);
+    return status::success;
+  }
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  p.cb.send = &engine::on_am_done;
+  p.user_data = s;
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(s->ep, notif_am_id, nullptr, 0, s->notif.data(), s->notif.size(), &p);
+  if (r == nullptr) {
+    s->finish(status::success);
+    return status::success;
+  }
+  if (UCS_PTR_IS_ERR(r)) {
+    const status e = to_status(UCS_PTR_STATUS(r));
+    s->finish(e);
+    return e;
+  }
+  return status::in_progress;
+}
+
+inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  auto* s = static_cast<op_slot*>(user);
+  if (st != UCS_OK) {
+    s->finish(to_status(st));
+    return;
+  }
+  if (s->owner->after_data(s) == status::in_progress) s->owner->kick();
+}
+
+inline void engine::on_am_done(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  static_cast<op_slot*>(user)->finish(to_status(st));
+}
+
+}  // namespace detail
+}  // namespace nixl::ucx

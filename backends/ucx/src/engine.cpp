@@ -1,0 +1,997 @@
+// Setup path of the UCX backend: context, workers, progress thread, peers, notifications.
+
+#include <nixl/backends/ucx.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nixl/detail/codec.hpp>
+#include <nixl/log.hpp>
+
+namespace nixl::ucx {
+
+namespace {
+
+constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
+constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
+constexpr std::uint8_t wire_version = 1;
+constexpr std::size_t max_workers = 64;
+constexpr std::size_t max_address_size = 64 * 1024;
+constexpr std::size_t max_rkey_size = 64 * 1024;
+constexpr std::size_t max_remote_workers = 1024;
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// FNV-1a: catches corrupted or truncated blobs before UCX parses them.
+std::uint64_t fnv1a(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+bool parse_bool(std::string_view key, std::string_view v) {
+  const std::string l = lower(v);
+  if (l == "1" || l == "y" || l == "yes" || l == "on" || l == "true" || l == "enable") return true;
+  if (l == "0" || l == "n" || l == "no" || l == "off" || l == "false" || l == "disable")
+    return false;
+  raise(status::invalid_param, "UCX parameter {}='{}': not a boolean; use true or false", key, v);
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 when unreadable.
+std::uint64_t process_start_time(std::uint32_t pid) {
+  const std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
+  const auto close = stat.rfind(')');  // the command name may contain spaces and parentheses
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (in >> field); ++i)
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+std::uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_engine_config(std::string_view s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!s.empty()) {
+    const auto comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      raise(status::invalid_param,
+            "UCX parameter engine_config: item '{}' is not KEY=VALUE; write e.g. "
+            "engine_config=TLS=sm,RNDV_THRESH=inf",
+            item);
+    std::string_view key = item.substr(0, eq);
+    if (key.substr(0, 4) == "UCX_") key.remove_prefix(4);
+    out.emplace_back(std::string(key), std::string(item.substr(eq + 1)));
+  }
+  return out;
+}
+
+// An InfiniBand device name gets UCX's port suffix (mlx5_0 -> mlx5_0:1); others stay as given.
+std::string net_devices(std::string_view list) {
+  std::string out;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string dev(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    if (dev.empty()) continue;
+    if (dev.find(':') == std::string::npos &&
+        ::access(fmt::format("/sys/class/infiniband/{}", dev).c_str(), F_OK) == 0)
+      dev += ":1";
+    if (!out.empty()) out += ',';
+    out += dev;
+  }
+  return out;
+}
+
+struct conn_record {
+  std::string boot_id;
+  std::uint64_t pidns = 0;
+  std::uint32_t pid = 0;
+  std::uint64_t start_time = 0;
+  std::vector<std::string_view> addresses;
+};
+
+conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
+  nixl::detail::reader in(blob, "UCX connection info");
+  if (in.u32("magic") != conn_magic)
+    in.fail("UCX connection info of '{}': bad magic; the blob is not UCX connection info", agent);
+  if (const auto v = in.u8("version"); v != wire_version)
+    in.fail("UCX connection info of '{}': version {} (this build reads {})", agent, v,
+            wire_version);
+  const std::uint64_t sum = in.u64("checksum");
+  if (fnv1a(blob.substr(in.position())) != sum)
+    in.fail("UCX connection info of '{}': checksum mismatch; the blob is corrupted", agent);
+  conn_record r;
+  r.boot_id = std::string(in.bytes("boot id", 64));
+  r.pidns = in.u64("pid namespace");
+  r.pid = in.u32("pid");
+  r.start_time = in.u64("start time");
+  const std::uint32_t n = in.count("worker count", 4, max_remote_workers);
+  if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
+  for (std::uint32_t i = 0; i < n; ++i)
+    r.addresses.push_back(in.bytes("worker address", max_address_size));
+  in.finish();
+  return r;
+}
+
+struct rkey_record {
+  mem_kind kind;
+  std::string_view packed;
+};
+
+rkey_record parse_rkey(std::span<const std::byte> data) {
+  nixl::detail::reader in(data, "UCX region data");
+  if (in.u32("magic") != rkey_magic) in.fail("UCX region data: bad magic; not a UCX remote key");
+  if (const auto v = in.u8("version"); v != wire_version)
+    in.fail("UCX region data: version {} (this build reads {})", v, wire_version);
+  const std::uint8_t k = in.u8("memory kind");
+  if (!valid_kind(k)) in.fail("UCX region data: unknown memory kind {}", k);
+  const std::uint64_t sum = in.u64("checksum");
+  const std::string_view packed = in.bytes("rkey", max_rkey_size);
+  in.finish();
+  if (fnv1a(packed) != sum) in.fail("UCX region data: checksum mismatch; the blob is corrupted");
+  if (packed.empty()) in.fail("UCX region data: empty remote key");
+  return {static_cast<mem_kind>(k), packed};
+}
+
+}  // namespace
+
+std::string_view to_string(error_mode m) noexcept {
+  switch (m) {
+    case error_mode::automatic:
+      return "auto";
+    case error_mode::peer:
+      return "peer";
+    case error_mode::none:
+      return "none";
+  }
+  return "auto";
+}
+
+// ---------------------------------------------------------------------------------------------
+// config
+
+config config::from_params(const params& p) {
+  config c;
+  for (const auto& [key, value] : p) {
+    if (key == "num_workers") {
+      std::size_t n = 0;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || ptr != value.data() + value.size() || n == 0 || n > max_workers)
+        raise(status::invalid_param, "UCX parameter num_workers='{}': use a number from 1 to {}",
+              value, max_workers);
+      c.num_workers = n;
+    } else if (key == "device_list" || key == "ucx_devices") {
+      if (!value.empty()) c.device_list = value;
+    } else if (key == "ucx_error_handling_mode") {
+      const std::string v = lower(value);
+      if (v == "auto" || v.empty())
+        c.error_handling = error_mode::automatic;
+      else if (v == "peer" || v == "ucp_err_handling_mode_peer")
+        c.error_handling = error_mode::peer;
+      else if (v == "none" || v == "ucp_err_handling_mode_none")
+        c.error_handling = error_mode::none;
+      else
+        raise(status::invalid_param,
+              "UCX parameter ucx_error_handling_mode='{}': use auto, peer or none", value);
+    } else if (key == "engine_config") {
+      parse_engine_config(value);  // validates
+      c.engine_config = value;
+    } else if (key == "enable_prog_thread") {
+      c.enable_prog_thread = parse_bool(key, value);
+    } else {
+      log::warn("UCX: ignoring unknown parameter '{}'", key);
+    }
+  }
+  return c;
+}
+
+params config::to_params() const {
+  params p;
+  p["num_workers"] = std::to_string(num_workers);
+  p["device_list"] = device_list;
+  p["ucx_error_handling_mode"] = std::string(to_string(error_handling));
+  p["engine_config"] = engine_config;
+  if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
+  return p;
+}
+
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------
+// engine
+
+engine::engine(const config& cfg, const backend_context& bctx)
+    : cfg_(cfg), agent_name_(bctx.agent_name) {
+  if (cfg_.num_workers == 0 || cfg_.num_workers > max_workers)
+    raise(status::invalid_param, "UCX: num_workers={}: use a number from 1 to {}", cfg_.num_workers,
+          max_workers);
+  if (agent_name_.size() > max_name_size)
+    raise(status::invalid_param, "UCX: agent name of {} bytes exceeds the limit of {}",
+          agent_name_.size(), max_name_size);
+
+  boot_id_ = read_first_line("/proc/sys/kernel/random/boot_id");
+  pidns_ = pid_namespace();
+  pid_ = static_cast<std::uint32_t>(::getpid());
+  start_time_ = process_start_time(pid_);
+
+  const bool want_thread = cfg_.enable_prog_thread.value_or(bctx.progress_thread);
+  const bool multi = want_thread || bctx.sync == thread_sync::rw;
+
+  ucp_config_t* raw_cfg = nullptr;
+  NIXL_UCS_CHECK(ucp_config_read(nullptr, nullptr, &raw_cfg));
+  config_handle ucfg(raw_cfg);
+  if (!cfg_.device_list.empty()) {
+    const std::string devs = net_devices(cfg_.device_list);
+    if (ucp_config_modify(ucfg.get(), "NET_DEVICES", devs.c_str()) != UCS_OK)
+      raise(status::invalid_param, "UCX parameter device_list='{}': UCX rejects NET_DEVICES={}",
+            cfg_.device_list, devs);
+  }
+  for (const auto& [k, v] : parse_engine_config(cfg_.engine_config)) {
+    if (const ucs_status_t s = ucp_config_modify(ucfg.get(), k.c_str(), v.c_str()); s != UCS_OK)
+      raise(status::invalid_param, "UCX parameter engine_config: UCX rejects {}={}: {}", k, v,
+            ucs_status_string(s));
+  }
+
+  ucp_params_t up{};
+  up.field_mask =
+      UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  up.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | (want_thread ? UCP_FEATURE_WAKEUP : 0);
+  up.mt_workers_shared = multi ? 1 : 0;
+  const std::string ctx_name = "nixl:" + agent_name_;
+  up.name = ctx_name.c_str();
+  ucp_context_h raw_ctx = nullptr;
+  NIXL_UCS_CHECK(ucp_init(&up, ucfg.get(), &raw_ctx));
+  ctx_ = context_handle(raw_ctx);
+
+  ucp_context_attr_t ca{};
+  ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(ctx_.get(), &ca) == UCS_OK)
+    cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+
+  for (std::size_t i = 0; i < cfg_.num_workers; ++i) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SERIALIZED;
+    ucp_worker_h w = nullptr;
+    NIXL_UCS_CHECK(ucp_worker_create(ctx_.get(), &wp, &w));
+    workers_.emplace_back(w);
+
+    ucp_am_handler_param_t ap{};
+    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    ap.id = notif_am_id;
+    ap.cb = &engine::on_notif;
+    ap.arg = this;
+    NIXL_UCS_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+
+    ucp_address_t* addr = nullptr;
+    std::size_t len = 0;
+    NIXL_UCS_CHECK(ucp_worker_get_address(w, &addr, &len));
+    addresses_.emplace_back(reinterpret_cast<const char*>(addr), len);
+    ucp_worker_release_address(w, addr);
+  }
+
+  {
+    nixl::detail::writer body;
+    body.bytes(boot_id_);
+    body.u64(pidns_);
+    body.u32(pid_);
+    body.u64(start_time_);
+    body.u32(static_cast<std::uint32_t>(addresses_.size()));
+    for (const std::string& a : addresses_) body.bytes(a);
+    const std::string b = body.take();
+    nixl::detail::writer w;
+    w.u32(conn_magic);
+    w.u8(wire_version);
+    w.u64(fnv1a(b));
+    w.raw(b);
+    conn_info_ = w.take();
+  }
+  {
+    nixl::detail::writer w;
+    w.u8(wire_version);
+    w.u16(static_cast<std::uint16_t>(agent_name_.size()));
+    w.raw(agent_name_);
+    notif_prefix_ = w.take();
+  }
+
+  // loopback endpoints: each worker to itself
+  auto self = std::make_unique<peer_state>();
+  self->name = agent_name_;
+  self->is_self = true;
+  self->owner = this;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses_[i].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucp_ep_h h = nullptr;
+    const ucs_status_t s = ucp_ep_create(workers_[i].get(), &ep, &h);
+    if (s != UCS_OK) {
+      for (ucp_ep_h e : self->eps) {
+        ucp_request_param_t cp{};
+        cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t r = ucp_ep_close_nbx(e, &cp);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+      }
+      detail::throw_ucs(s, "ucp_ep_create (loopback)", __FILE__, __LINE__);
+    }
+    self->eps.push_back(h);
+  }
+  self_ = self.get();
+  peers_.push_back(std::move(self));
+
+  if (want_thread) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0)
+      raise(status::backend, "UCX progress thread: epoll_create1/eventfd: {}",
+            std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+      raise(status::backend, "UCX progress thread: epoll_ctl: {}", std::strerror(errno));
+    for (auto& w : workers_) {
+      int efd = -1;
+      NIXL_UCS_CHECK(ucp_worker_get_efd(w.get(), &efd));
+      ev.data.ptr = this;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, efd, &ev) != 0)
+        raise(status::backend, "UCX progress thread: epoll_ctl(worker fd): {}",
+              std::strerror(errno));
+    }
+    const auto delay_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(bctx.progress_delay).count();
+    timeout_ms_ =
+        bctx.progress_delay.count() > 0 ? static_cast<int>(std::max<long long>(1, delay_ms)) : 100;
+    thread_ = std::thread([this] { run(); });
+  }
+  log::info("UCX: agent '{}' up: {} worker(s), progress thread {}, error mode {}, CUDA {}",
+            agent_name_, workers_.size(), want_thread ? "on" : "off",
+            to_string(cfg_.error_handling), cuda_ ? "yes" : "no");
+}
+
+engine::~engine() {
+  if (thread_.joinable()) {
+    stop_.store(true);
+    wake();
+    thread_.join();
+  }
+  {
+    std::vector<peer_state*> live;
+    {
+      std::lock_guard lk(peers_mu_);
+      for (auto& p : peers_)
+        if (!p->closed) live.push_back(p.get());
+    }
+    for (peer_state* p : live) {
+      if (p->pidfd >= 0) {
+        ::close(p->pidfd);
+        p->pidfd = -1;
+      }
+      close_eps(p);
+    }
+  }
+  // Destroying the workers completes what a dead peer left pending (callbacks see live slots).
+  workers_.clear();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+void engine::wake() noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+void engine::run() noexcept {
+  ::pthread_setname_np(::pthread_self(), "nixl-ucx-prog");
+  epoll_event evs[16];
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // Announce the sleep before the last progress pass, so that a post() racing with it either
+    // is seen by this pass or sees `sleeping_` and wakes us.
+    sleeping_.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers_)
+      while (ucp_worker_progress(w.get()) != 0) {
+      }
+    bool busy = false;
+    for (auto& w : workers_) {
+      const ucs_status_t s = ucp_worker_arm(w.get());
+      if (s == UCS_ERR_BUSY)
+        busy = true;
+      else if (s != UCS_OK)
+        log_ucs(s, "ucp_worker_arm");
+    }
+    if (busy) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    const int n = ::epoll_wait(epoll_fd_, evs, 16, timeout_ms_);
+    sleeping_.store(false, std::memory_order_relaxed);
+    for (int i = 0; i < n; ++i) {
+      void* tag = evs[i].data.ptr;
+      if (tag == nullptr) {
+        std::uint64_t v;
+        [[maybe_unused]] const auto r = ::read(wake_fd_, &v, sizeof(v));
+      } else if (tag != this) {
+        auto* p = static_cast<peer_state*>(tag);
+        {
+          std::lock_guard lk(peers_mu_);
+          if (p->pidfd >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+        }
+        mark_failed(p, "process exited");
+      }
+    }
+  }
+}
+
+void engine::progress_all() noexcept {
+  for (auto& w : workers_)
+    while (ucp_worker_progress(w.get()) != 0) {
+    }
+  if (!thread_.joinable()) {
+    std::vector<peer_state*> watched;
+    {
+      std::lock_guard lk(peers_mu_);
+      for (auto& p : peers_)
+        if (p->pidfd >= 0 && !p->failed.load(std::memory_order_relaxed)) watched.push_back(p.get());
+    }
+    for (peer_state* p : watched) probe(p);
+  }
+}
+
+void engine::probe(peer_state* p) noexcept {
+  const std::int64_t now = now_ns();
+  if (now < p->next_probe_ns.load(std::memory_order_relaxed)) return;
+  p->next_probe_ns.store(now + 10'000'000, std::memory_order_relaxed);  // at most every 10 ms
+  pollfd pf{p->pidfd, POLLIN, 0};
+  if (::poll(&pf, 1, 0) > 0 && (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+    mark_failed(p, "process exited");
+}
+
+void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
+  if (!p->failed.exchange(true, std::memory_order_acq_rel))
+    log::warn("UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
+              p->name, why);
+}
+
+void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
+  auto* p = static_cast<peer_state*>(arg);
+  p->owner->mark_failed(p, ucs_status_string(st));
+}
+
+ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                              const ucp_am_recv_param_t* param) noexcept {
+  auto* self = static_cast<engine*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    log::warn("UCX: dropped a notification sent by rendezvous (not from a NIXL UCX agent)");
+    return UCS_OK;
+  }
+  const auto* b = static_cast<const unsigned char*>(data);
+  if (len < 3 || b[0] != wire_version) {
+    log::warn("UCX: dropped a malformed notification of {} bytes", len);
+    return UCS_OK;
+  }
+  const std::size_t name_len =
+      static_cast<std::size_t>(b[1]) | (static_cast<std::size_t>(b[2]) << 8);
+  if (name_len > max_name_size || name_len > len - 3 || len - 3 - name_len > max_notif_size) {
+    log::warn("UCX: dropped a malformed notification of {} bytes", len);
+    return UCS_OK;
+  }
+  try {
+    std::string name(reinterpret_cast<const char*>(b + 3), name_len);
+    std::string msg(reinterpret_cast<const char*>(b + 3 + name_len), len - 3 - name_len);
+    std::lock_guard lk(self->notif_mu_);
+    self->inbox_.emplace_back(std::move(name), std::move(msg));
+  } catch (...) {
+    log::error("UCX: out of memory storing a notification; dropped");
+  }
+  return UCS_OK;
+}
+
+void engine::take_notifications(notif_map& out) {
+  if (!thread_.joinable()) progress_all();
+  std::vector<std::pair<std::string, std::string>> got;
+  {
+    std::lock_guard lk(notif_mu_);
+    got.swap(inbox_);
+  }
+  for (auto& [name, msg] : got) out[name].push_back(std::move(msg));
+}
+
+peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> info) {
+  const std::string_view blob(reinterpret_cast<const char*>(info.data()), info.size());
+  const conn_record rec = parse_conn_info(name, blob);
+  if (name.size() > max_name_size)
+    raise(status::invalid_param, "UCX load_peer: agent name of {} bytes exceeds the limit of {}",
+          name.size(), max_name_size);
+
+  const bool same_host = !boot_id_.empty() && rec.boot_id == boot_id_ && rec.pidns == pidns_;
+  const bool same_process = same_host && rec.pid == pid_;
+  auto p = std::make_unique<peer_state>();
+  p->name = std::string(name);
+  p->owner = this;
+  switch (cfg_.error_handling) {
+    case error_mode::peer:
+      p->ucx_peer_mode = true;
+      break;
+    case error_mode::none:
+      p->ucx_peer_mode = false;
+      break;
+    case error_mode::automatic:
+      p->ucx_peer_mode = !same_host;
+      break;
+  }
+  // Same host, other process, no UCX peer mode: watch the process itself.
+  if (cfg_.error_handling == error_mode::automatic && same_host && !same_process) {
+    const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.pid), 0u);
+    if (fd >= 0) {
+      p->pidfd = static_cast<int>(fd);
+      ::fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+      // a recycled pid belongs to another process: the peer is already gone
+      if (process_start_time(rec.pid) != rec.start_time) p->failed.store(true);
+    } else if (errno == ESRCH) {
+      p->failed.store(true);
+    } else {
+      log::warn("UCX: pidfd_open({}) failed ({}); using UCX error mode peer for '{}'", rec.pid,
+                std::strerror(errno), name);
+      p->ucx_peer_mode = true;
+    }
+  }
+
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const std::string_view a = rec.addresses[i % rec.addresses.size()];
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(a.data());
+    ep.err_mode = p->ucx_peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &engine::on_ep_error;
+    ep.err_handler.arg = p.get();
+    ucp_ep_h h = nullptr;
+    const ucs_status_t s = ucp_ep_create(workers_[i].get(), &ep, &h);
+    if (s != UCS_OK) {
+      p->failed.store(true);
+      close_eps(p.get());
+      if (p->pidfd >= 0) ::close(p->pidfd);
+      raise(status::backend, "UCX load_peer('{}'): ucp_ep_create: {}", name, ucs_status_string(s));
+    }
+    p->eps.push_back(h);
+  }
+
+  peer_state* raw = p.get();
+  std::lock_guard lk(peers_mu_);
+  if (raw->pidfd >= 0 && thread_.joinable()) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = raw;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
+      log::warn("UCX: cannot watch process {} of '{}': {}", rec.pid, name, std::strerror(errno));
+  }
+  peers_.push_back(std::move(p));
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {})", name, rec.pid,
+             same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none");
+  return raw;
+}
+
+void engine::close_eps(peer_state* p) noexcept {
+  if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+  const bool dead = p->failed.load(std::memory_order_acquire);
+  std::vector<ucs_status_ptr_t> pending;
+  for (std::size_t i = 0; i < p->eps.size(); ++i) {
+    ucp_request_param_t cp{};
+    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // UCX 1.13 refuses a forced close in error mode none; such an endpoint is left to be
+    // purged when the worker is destroyed.
+    cp.flags = dead && p->ucx_peer_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(p->eps[i], &cp);
+    if (UCS_PTR_IS_PTR(r)) {
+      if (dead)
+        ucp_request_free(r);
+      else
+        pending.push_back(r);
+    }
+  }
+  const std::int64_t deadline = now_ns() + 1'000'000'000;
+  for (ucs_status_ptr_t r : pending) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < deadline) {
+      for (auto& w : workers_) ucp_worker_progress(w.get());
+      if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+      if (p->failed.load(std::memory_order_relaxed)) break;
+    }
+    ucp_request_free(r);
+  }
+  p->eps.clear();
+  p->closed = true;
+}
+
+void engine::unload_peer(peer_state* p) noexcept {
+  if (p == nullptr || p->is_self || p->closed) return;
+  {
+    std::lock_guard lk(peers_mu_);
+    if (p->pidfd >= 0) {
+      if (thread_.joinable()) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+    }
+  }
+  close_eps(p);
+  std::lock_guard lk(peers_mu_);
+  if (p->pidfd >= 0) {
+    ::close(p->pidfd);
+    p->pidfd = -1;
+  }
+}
+
+void engine::connect(peer_state* p) {
+  if (p->failed.load())
+    raise(status::remote_disconnect, "UCX connect('{}'): the peer is gone", p->name);
+  if (p->closed) raise(status::not_found, "UCX connect('{}'): the peer was unloaded", p->name);
+  const std::int64_t deadline = now_ns() + 5'000'000'000;
+  for (std::size_t i = 0; i < p->eps.size(); ++i) {
+    ucp_request_param_t rp{};
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(p->eps[i], &rp);
+    if (UCS_PTR_IS_ERR(r))
+      raise(status::remote_disconnect, "UCX connect('{}'): ucp_ep_flush_nbx: {}", p->name,
+            ucs_status_string(UCS_PTR_STATUS(r)));
+    if (r == nullptr) continue;
+    ucs_status_t s;
+    while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) {
+      ucp_worker_progress(workers_[i].get());
+      if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+      if (p->failed.load() || now_ns() > deadline) break;
+    }
+    ucp_request_free(r);
+    if (s != UCS_OK && s != UCS_INPROGRESS)
+      raise(status::remote_disconnect, "UCX connect('{}'): {}", p->name, ucs_status_string(s));
+    if (s == UCS_INPROGRESS)
+      raise(status::remote_disconnect,
+            "UCX connect('{}'): no answer within 5 s; is the peer alive and progressing?", p->name);
+  }
+}
+
+op_slot* engine::acquire_slot() {
+  std::lock_guard lk(slots_mu_);
+  if (!free_slots_.empty()) {
+    op_slot* s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  auto s = std::make_unique<op_slot>();
+  s->owner = this;
+  s->notif.reserve(notif_prefix_.size() + 256);
+  free_slots_.reserve(slots_.size() + 1);  // release_slot never allocates
+  slots_.push_back(std::move(s));
+  return slots_.back().get();
+}
+
+void engine::release_slot(op_slot* s) noexcept {
+  s->state.store(op_slot::idle, std::memory_order_relaxed);
+  s->has_notif = false;
+  std::lock_guard lk(slots_mu_);
+  free_slots_.push_back(s);
+}
+
+namespace {
+void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  if (st != UCS_OK) log_ucs(st, "notification");
+  delete static_cast<std::string*>(user);
+}
+}  // namespace
+
+void engine::notify(peer_state* p, std::string_view msg) {
+  if (p == nullptr || p->closed) raise(status::not_found, "UCX notify: the peer is not loaded");
+  if (p->failed.load())
+    raise(status::remote_disconnect, "UCX notify('{}'): the peer is gone", p->name);
+  if (msg.size() > max_notif_size)
+    raise(status::invalid_param, "UCX notify('{}'): message of {} bytes exceeds the limit of {}",
+          p->name, msg.size(), max_notif_size);
+  auto buf = std::make_unique<std::string>(notif_prefix_);
+  buf->append(msg);
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  rp.cb.send = &on_notify_done;
+  rp.user_data = buf.get();
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(p->eps[0], notif_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
+  if (UCS_PTR_IS_ERR(r))
+    raise(to_status(UCS_PTR_STATUS(r)), "UCX notify('{}'): ucp_am_send_nbx: {}", p->name,
+          ucs_status_string(UCS_PTR_STATUS(r)));
+  if (r != nullptr) {
+    buf.release();  // freed by on_notify_done
+    kick();
+  }
+}
+
+std::string engine::endpoint_info(const peer_state* p) const {
+  if (p == nullptr || p->eps.empty()) return {};
+  char* buf = nullptr;
+  std::size_t len = 0;
+  FILE* f = ::open_memstream(&buf, &len);
+  if (f == nullptr) return {};
+  ucp_ep_print_info(p->eps[0], f);
+  std::fclose(f);
+  std::string s(buf, len);
+  std::free(buf);
+  return s;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// backend: setup path
+
+params backend::default_params() {
+  return {{"num_workers", "1"},  {"device_list", ""},
+          {"ucx_devices", ""},   {"ucx_error_handling_mode", "auto"},
+          {"engine_config", ""}, {"enable_prog_thread", "true"}};
+}
+
+backend::backend(const config& cfg, const backend_context& ctx)
+    : eng_(std::make_unique<detail::engine>(cfg, ctx)) {}
+
+backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
+  if (kind != mem_kind::dram && kind != mem_kind::vram)
+    raise(status::not_supported,
+          "UCX register_region: {} memory is not supported; UCX moves dram and vram",
+          to_string(kind));
+  if (kind == mem_kind::vram && !eng_->cuda_supported())
+    raise(status::not_supported,
+          "UCX register_region: cannot register vram at {:#x} (device {}): this UCX library ({}) "
+          "reports no CUDA memory support; use a UCX built --with-cuda or nixl::cuda::backend",
+          d.addr, d.dev, ucp_get_version_string());
+  if (d.len == 0 || d.addr == 0)
+    raise(status::invalid_param,
+          "UCX register_region: empty region (addr {:#x}, len {}); register a non-null range",
+          d.addr, d.len);
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = reinterpret_cast<void*>(d.addr);
+  mp.length = d.len;
+  if (kind == mem_kind::vram) {
+    mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.memory_type = UCS_MEMORY_TYPE_CUDA;
+  }
+  ucp_mem_h memh = nullptr;
+  if (const ucs_status_t s = ucp_mem_map(eng_->context(), &mp, &memh); s != UCS_OK)
+    raise(status::backend, "UCX register_region: ucp_mem_map({:#x}, {} bytes): {}", d.addr, d.len,
+          ucs_status_string(s));
+  region r;
+  r.memh = detail::mem_handle(eng_->context(), memh);
+  r.range = d;
+  r.kind = kind;
+  void* packed = nullptr;
+  std::size_t packed_len = 0;
+  if (const ucs_status_t s = ucp_rkey_pack(eng_->context(), memh, &packed, &packed_len);
+      s != UCS_OK)
+    raise(status::backend, "UCX register_region: ucp_rkey_pack: {}", ucs_status_string(s));
+  const std::string_view rk(static_cast<const char*>(packed), packed_len);
+  nixl::detail::writer w;
+  w.u32(rkey_magic);
+  w.u8(wire_version);
+  w.u8(static_cast<std::uint8_t>(kind));
+  w.u64(fnv1a(rk));
+  w.bytes(rk);
+  ucp_rkey_buffer_release(packed);
+  r.public_data = w.take();
+  return r;
+}
+
+void backend::deregister_region(region& r) noexcept {
+  r.memh.reset();
+}
+
+void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer& p) {
+  if (p.state == nullptr || p.state->closed)
+    raise(status::not_found, "UCX prepare: the peer is not loaded");
+  if (local.size() != remote.size())
+    raise(status::invalid_param, "UCX prepare: {} local descriptors but {} remote ones",
+          local.size(), remote.size());
+  if (r.slot_ != nullptr && r.slot_->state.load() == detail::op_slot::busy)
+    raise(status::repost_active, "UCX prepare: the request is still in flight");
+  const std::uint32_t w = eng_->next_worker();
+  std::vector<detail::xfer_item> items;
+  items.reserve(local.size());
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const bound_desc<region>& l = local[i];
+    const bound_desc<remote_region>& rm = remote[i];
+    if (l.region == nullptr || rm.region == nullptr)
+      raise(status::invalid_param, "UCX prepare: descriptor {} is not bound to a region", i);
+    if (l.len != rm.len)
+      raise(status::invalid_param,
+            "UCX prepare: descriptor {}: local length {} != remote length {}", i, l.len, rm.len);
+    if (!l.region->range.covers(l))
+      raise(status::invalid_param,
+            "UCX prepare: local descriptor {} [{:#x}, +{}) lies outside its registered region "
+            "[{:#x}, +{})",
+            i, l.addr, l.len, l.region->range.addr, l.region->range.len);
+    if (rm.region->peer != p.state)
+      raise(status::invalid_param,
+            "UCX prepare: remote descriptor {} belongs to agent '{}', not to '{}'", i,
+            rm.region->peer ? rm.region->peer->name : std::string("?"), p.state->name);
+    if (!rm.region->range.covers(rm))
+      raise(status::invalid_param,
+            "UCX prepare: remote descriptor {} [{:#x}, +{}) lies outside the region [{:#x}, +{}) "
+            "that '{}' registered",
+            i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
+    if (l.len == 0) continue;
+    items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[w].get(),
+                     l.region->memh.get()});
+  }
+  if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
+  r.items_ = std::move(items);
+  r.peer_ = p.state;
+  r.ep_ = p.state->eps[w];
+  r.worker_ = w;
+  r.op_ = op;
+}
+
+status backend::release(request& r) noexcept {
+  detail::op_slot* s = r.slot_;
+  if (s == nullptr) return status::success;
+  if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
+    // UCX cannot cancel one-sided operations: wait for the data to land, or for the peer to be
+    // declared dead (then the slot stays with the engine until its workers are destroyed).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
+      if (r.peer_->failed.load(std::memory_order_acquire)) {
+        s->orphaned = true;
+        r.slot_ = nullptr;
+        r.items_.clear();
+        return status::success;
+      }
+      eng_->poll(r.worker_, r.peer_);
+      if (std::chrono::steady_clock::now() > deadline) return status::repost_active;
+    }
+  }
+  eng_->release_slot(s);
+  r.slot_ = nullptr;
+  r.items_.clear();
+  return status::success;
+}
+
+std::optional<std::chrono::microseconds> backend::estimate(const request& r) const {
+  if (r.ep_ == nullptr) return std::nullopt;
+  double seconds = 0;
+  for (const detail::xfer_item& it : r.items_) {
+    ucp_ep_evaluate_perf_param_t pp{};
+    pp.field_mask = UCP_EP_PERF_PARAM_FIELD_MESSAGE_SIZE;
+    pp.message_size = it.len;
+    ucp_ep_evaluate_perf_attr_t pa{};
+    pa.field_mask = UCP_EP_PERF_ATTR_FIELD_ESTIMATED_TIME;
+    if (ucp_ep_evaluate_perf(r.ep_, &pp, &pa) != UCS_OK) return std::nullopt;
+    seconds += pa.estimated_time;
+  }
+  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6 + 0.999));
+}
+
+backend::peer backend::self_peer() {
+  return peer(eng_->self());
+}
+
+namespace {
+backend::remote_region unpack_on(detail::peer_state* p, mem_kind kind, const desc& d,
+                                 std::span<const std::byte> data) {
+  const rkey_record rec = parse_rkey(data);
+  if (rec.kind != kind)
+    raise(status::mismatch, "UCX unpack: region data of '{}' says {} but the descriptor says {}",
+          p->name, to_string(rec.kind), to_string(kind));
+  backend::remote_region rr;
+  rr.range = d;
+  rr.kind = kind;
+  rr.peer = p;
+  rr.rkeys.reserve(p->eps.size());
+  for (ucp_ep_h ep : p->eps) {
+    ucp_rkey_h rk = nullptr;
+    if (const ucs_status_t s = ucp_ep_rkey_unpack(ep, rec.packed.data(), &rk); s != UCS_OK)
+      raise(status::mismatch, "UCX unpack: ucp_ep_rkey_unpack for a region of '{}': {}", p->name,
+            ucs_status_string(s));
+    rr.rkeys.emplace_back(rk);
+  }
+  return rr;
+}
+}  // namespace
+
+backend::remote_region backend::load_local(const region& r) {
+  return unpack_on(eng_->self(), r.kind, r.range, std::as_bytes(std::span(r.public_data)));
+}
+
+void backend::unload_region(remote_region& r) noexcept {
+  r.rkeys.clear();
+}
+
+std::string backend::connection_info() const {
+  return eng_->connection_info();
+}
+
+backend::peer backend::load_peer(std::string_view agent, std::span<const std::byte> conn_info) {
+  return peer(eng_->load_peer(agent, conn_info));
+}
+
+void backend::unload_peer(peer& p) noexcept {
+  eng_->unload_peer(p.state);
+  p.state = nullptr;
+}
+
+void backend::connect(peer& p) {
+  if (p.state == nullptr) raise(status::not_found, "UCX connect: the peer is not loaded");
+  eng_->connect(p.state);
+}
+
+std::string backend::public_data(const region& r) const {
+  return r.public_data;
+}
+
+backend::remote_region backend::unpack(peer& p, mem_kind kind, const desc& d,
+                                       std::span<const std::byte> data) {
+  if (p.state == nullptr || p.state->closed)
+    raise(status::not_found, "UCX unpack: the peer is not loaded");
+  if (kind != mem_kind::dram && kind != mem_kind::vram)
+    raise(status::not_supported, "UCX unpack: {} memory is not supported", to_string(kind));
+  return unpack_on(p.state, kind, d, data);
+}
+
+void backend::notify(peer& p, std::string_view msg) {
+  eng_->notify(p.state, msg);
+}
+
+void backend::take_notifications(notif_map& out) {
+  eng_->take_notifications(out);
+}
+
+void backend::progress() noexcept {
+  eng_->progress_all();
+}
+
+std::string backend::endpoint_info(const peer& p) const {
+  return eng_->endpoint_info(p.state);
+}
+
+}  // namespace nixl::ucx

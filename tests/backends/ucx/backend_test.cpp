@@ -1,0 +1,295 @@
+// The UCX backend driven directly (no agent): configuration, registration, loopback and two
+// backends of one process, notifications, repost, release, progress without a thread.
+
+#include <nixl/backends/ucx.hpp>
+
+#include <string>
+#include <vector>
+
+#include "nixl_test/catch.hpp"
+#include "ucx_support.hpp"
+
+using nixl::mem_kind;
+using nixl::status;
+using nixl::xfer_op;
+using ucx_test::buffer;
+using ucx_test::bytes_of;
+using ucx_test::code_of;
+using backend = nixl::ucx::backend;
+
+namespace {
+
+nixl::backend_context ctx(std::string name, bool thread = true) {
+  return nixl::backend_context{std::move(name), nixl::thread_sync::none, thread,
+                               std::chrono::microseconds(0)};
+}
+
+// One side of a test: a backend with one registered buffer.
+struct side {
+  backend be;
+  buffer buf;
+  backend::region reg;
+  side(std::string name, std::size_t n, nixl::params p = {}, bool thread = true)
+      : be(backend::config::from_params(p), ctx(std::move(name), thread)), buf(n) {
+    reg = be.register_region(mem_kind::dram, {{buf.addr(), n, 0}, ""});
+  }
+  ~side() { be.deregister_region(reg); }
+};
+
+// A loaded peer with one remote region.
+struct peer_link {
+  backend& be;
+  backend::peer peer;
+  backend::remote_region rr;
+  peer_link(side& from, side& to, std::string to_name)
+      : be(from.be), peer(from.be.load_peer(to_name, bytes_of(to.be.connection_info()))) {
+    rr = from.be.unpack(peer, mem_kind::dram, {to.buf.addr(), to.buf.size(), 0},
+                        bytes_of(to.be.public_data(to.reg)));
+  }
+  ~peer_link() {
+    be.unload_region(rr);
+    be.unload_peer(peer);
+  }
+};
+
+template <class R>
+nixl::bound_desc<R> bd(std::uintptr_t a, std::size_t n, const R& r) {
+  nixl::bound_desc<R> d;
+  d.addr = a;
+  d.len = n;
+  d.dev = 0;
+  d.region = &r;
+  return d;
+}
+
+status run(backend& be, backend::request& r, nixl::notif_arg n = {}, backend* target = nullptr) {
+  status s = be.post(r, n);
+  if (s != status::in_progress) return s;
+  return ucx_test::wait_done([&] {
+    if (target != nullptr) target->progress();  // a target without a progress thread
+    return be.check(r);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("ucx config parses NIXL's parameters") {
+  auto c = backend::config::from_params({{"num_workers", "3"},
+                                         {"ucx_devices", "lo"},
+                                         {"ucx_error_handling_mode", "peer"},
+                                         {"engine_config", "TLS=sm,UCX_RNDV_THRESH=inf"},
+                                         {"enable_prog_thread", "no"}});
+  CHECK(c.num_workers == 3);
+  CHECK(c.device_list == "lo");
+  CHECK(c.error_handling == nixl::ucx::error_mode::peer);
+  CHECK(c.enable_prog_thread == false);
+  auto back = backend::config::from_params(c.to_params());
+  CHECK(back.num_workers == 3);
+  CHECK(back.engine_config == c.engine_config);
+  CHECK(backend::config::from_params({}).error_handling == nixl::ucx::error_mode::automatic);
+  CHECK(code_of([] {
+          backend::config::from_params({{"num_workers", "0"}});
+        }) == status::invalid_param);
+  CHECK(code_of([] {
+          backend::config::from_params({{"num_workers", "x"}});
+        }) == status::invalid_param);
+  CHECK(code_of([] {
+          backend::config::from_params({{"ucx_error_handling_mode", "maybe"}});
+        }) == status::invalid_param);
+  CHECK(code_of([] {
+          backend::config::from_params({{"engine_config", "TLS"}});
+        }) == status::invalid_param);
+  CHECK(code_of([] {
+          backend::config::from_params({{"enable_prog_thread", "perhaps"}});
+        }) == status::invalid_param);
+  auto d = backend::default_params();
+  CHECK(d.count("num_workers") == 1);
+  CHECK(d.count("ucx_error_handling_mode") == 1);
+  CHECK(d.count("engine_config") == 1);
+  // a bad value of a UCX setting is named in the error
+  try {
+    backend b(backend::config::from_params({{"engine_config", "RNDV_THRESH=lots"}}), ctx("x"));
+    FAIL("expected an error");
+  } catch (const nixl::error& e) {
+    CHECK(e.status_code() == status::invalid_param);
+    CHECK(std::string(e.what()).find("RNDV_THRESH") != std::string::npos);
+  }
+}
+
+TEST_CASE("ucx registration refuses what it cannot move") {
+  backend be({}, ctx("reg"));
+  buffer b(4096);
+  if (!be.cuda_supported()) {
+    try {
+      (void)be.register_region(mem_kind::vram, {{b.addr(), 4096, 0}, ""});
+      FAIL("vram registration should fail without CUDA support in UCX");
+    } catch (const nixl::error& e) {
+      CHECK(e.status_code() == status::not_supported);
+      CHECK(std::string(e.what()).find("CUDA") != std::string::npos);
+    }
+  }
+  CHECK(code_of([&] {
+          (void)be.register_region(mem_kind::file, {{0, 10, 3}, "/tmp/x"});
+        }) == status::not_supported);
+  CHECK(code_of([&] {
+          (void)be.register_region(mem_kind::dram, {{b.addr(), 0, 0}, ""});
+        }) == status::invalid_param);
+  auto r = be.register_region(mem_kind::dram, {{b.addr(), 4096, 0}, ""});
+  CHECK_FALSE(be.public_data(r).empty());
+  be.deregister_region(r);
+}
+
+TEST_CASE("ucx rejects malformed peer data") {
+  side a("a", 4096), b("b", 4096);
+  std::string ci = b.be.connection_info();
+  CHECK(code_of([&] { (void)a.be.load_peer("b", bytes_of(std::string("garbage"))); }) ==
+        status::mismatch);
+  std::string flipped = ci;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  CHECK(code_of([&] { (void)a.be.load_peer("b", bytes_of(flipped)); }) == status::mismatch);
+  CHECK(code_of([&] { (void)a.be.load_peer("b", bytes_of(ci.substr(0, ci.size() - 3))); }) ==
+        status::mismatch);
+  auto p = a.be.load_peer("b", bytes_of(ci));
+  std::string pub = b.be.public_data(b.reg);
+  std::string bad = pub;
+  bad.back() ^= 1;
+  CHECK(code_of([&] {
+          (void)a.be.unpack(p, mem_kind::dram, {b.buf.addr(), 4096, 0}, bytes_of(bad));
+        }) == status::mismatch);
+  CHECK(code_of([&] {
+          (void)a.be.unpack(p, mem_kind::dram, {b.buf.addr(), 4096, 0}, bytes_of(pub.substr(0, 9)));
+        }) == status::mismatch);
+  a.be.unload_peer(p);
+}
+
+TEST_CASE("ucx loopback write and read") {
+  side a("self", 1 << 20);
+  auto self = a.be.self_peer();
+  auto rr = a.be.load_local(a.reg);
+  a.buf.fill(1, 0, 4096);
+  backend::request w;
+  std::vector<nixl::bound_desc<backend::region>> l{bd(a.buf.addr(), 4096, a.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> r{bd(a.buf.addr() + 8192, 4096, rr)};
+  a.be.prepare(w, xfer_op::write, l, r, self);
+  CHECK(run(a.be, w) == status::success);
+  CHECK(a.buf.holds(1, 8192, 4096, 0));
+  a.buf.fill(2, 8192, 4096);
+  backend::request rd;
+  a.be.prepare(rd, xfer_op::read, l, r, self);
+  CHECK(run(a.be, rd, std::string_view("self-notif")) == status::success);
+  CHECK(a.buf.holds(2, 0, 4096, 8192));
+  nixl::notif_map m;
+  CHECK(ucx_test::wait_done([&] {
+          a.be.take_notifications(m);
+          return m["self"].empty() ? status::in_progress : status::success;
+        }) == status::success);
+  CHECK(m["self"] == std::vector<std::string>{"self-notif"});
+  CHECK(a.be.release(w) == status::success);
+  CHECK(a.be.release(rd) == status::success);
+  a.be.unload_region(rr);
+}
+
+TEST_CASE("ucx two backends in one process: many descriptors, notifications, repost") {
+  const bool thread = GENERATE(true, false);
+  const std::size_t workers = GENERATE(1, 3);
+  CAPTURE(thread, workers);
+  nixl::params p{{"num_workers", std::to_string(workers)}};
+  side init("init", 1 << 20, p, thread), tgt("tgt", 1 << 20, p, thread);
+  peer_link l(init, tgt, "tgt");
+  // without a progress thread the target must progress itself (same thread: the workers are
+  // single-threaded then)
+  backend* pump = thread ? nullptr : &tgt.be;
+
+  constexpr std::size_t n = 1000, sz = 1000;
+  init.buf.fill(7);
+  std::vector<nixl::bound_desc<backend::region>> lo;
+  std::vector<nixl::bound_desc<backend::remote_region>> re;
+  for (std::size_t i = 0; i < n; ++i) {
+    lo.push_back(bd(init.buf.addr() + i * sz, sz, init.reg));
+    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * sz, sz, l.rr));  // reversed order
+  }
+  backend::request w;
+  init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+  CHECK(w.size() == n);
+  CHECK(init.be.check(w) == status::not_posted);
+  const std::string msg("done\0with\0nul", 13);
+  CHECK(run(init.be, w, std::string_view(msg), pump) == status::success);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(7, (n - 1 - i) * sz, sz, i * sz);
+  CHECK(ok);
+  nixl::notif_map m;
+  CHECK(ucx_test::wait_done([&] {
+          tgt.be.take_notifications(m);
+          return m["init"].empty() ? status::in_progress : status::success;
+        }) == status::success);
+  REQUIRE(m["init"].size() == 1);
+  CHECK(m["init"][0] == msg);
+  CHECK(m["init"][0].size() == 13);
+
+  // repost with new data, with an empty notification
+  init.buf.fill(9);
+  CHECK(run(init.be, w, std::string_view(), pump) == status::success);
+  ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(9, (n - 1 - i) * sz, sz, i * sz);
+  CHECK(ok);
+  CHECK(ucx_test::wait_done([&] {
+          tgt.be.take_notifications(m);
+          return m["init"].size() < 2 ? status::in_progress : status::success;
+        }) == status::success);
+  CHECK(m["init"].size() == 2);
+  CHECK(m["init"][1].empty());
+
+  // read back
+  tgt.buf.fill(11);
+  backend::request rd;
+  init.be.prepare(rd, xfer_op::read, lo, re, l.peer);
+  CHECK(run(init.be, rd, {}, pump) == status::success);
+  ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && init.buf.holds(11, i * sz, sz, (n - 1 - i) * sz);
+  CHECK(ok);
+
+  // standalone notifications both ways
+  init.be.notify(l.peer, "hello");
+  CHECK(ucx_test::wait_done([&] {
+          tgt.be.take_notifications(m);
+          return m["init"].size() < 3 ? status::in_progress : status::success;
+        }) == status::success);
+  CHECK(m["init"].back() == "hello");
+  CHECK(init.be.estimate(w).has_value());
+  CHECK(init.be.release(w) == status::success);
+  CHECK(init.be.release(rd) == status::success);
+}
+
+TEST_CASE("ucx refuses descriptors outside their regions") {
+  side init("init", 8192), tgt("tgt", 8192);
+  peer_link l(init, tgt, "tgt");
+  backend::request r;
+  std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), 4096, init.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr() + 8000, 4096, l.rr)};
+  CHECK(code_of([&] { init.be.prepare(r, xfer_op::write, lo, re, l.peer); }) ==
+        status::invalid_param);
+  std::vector<nixl::bound_desc<backend::region>> lo2{bd(init.buf.addr() + 8000, 4096, init.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re2{bd(tgt.buf.addr(), 4096, l.rr)};
+  CHECK(code_of([&] { init.be.prepare(r, xfer_op::write, lo2, re2, l.peer); }) ==
+        status::invalid_param);
+  // a region of another peer
+  auto self = init.be.self_peer();
+  CHECK(code_of([&] { init.be.prepare(r, xfer_op::write, lo, re2, self); }) ==
+        status::invalid_param);
+  CHECK(init.be.post(r, {}) == status::invalid_param);  // never prepared
+}
+
+TEST_CASE("ucx release of a request in flight") {
+  side init("init", 64 << 20), tgt("tgt", 64 << 20);
+  peer_link l(init, tgt, "tgt");
+  std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), 64 << 20, init.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), 64 << 20, l.rr)};
+  for (int i = 0; i < 3; ++i) {
+    backend::request r;
+    init.be.prepare(r, xfer_op::write, lo, re, l.peer);
+    const status s = init.be.post(r, std::string_view("x"));
+    CHECK((s == status::in_progress || s == status::success));
+    if (s == status::in_progress) CHECK(init.be.post(r, {}) == status::repost_active);
+    CHECK(init.be.release(r) == status::success);
+  }
+}

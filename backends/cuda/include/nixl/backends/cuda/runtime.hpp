@@ -1,0 +1,70 @@
+#pragma once
+/// Process-wide facts the CUDA backend needs: the GPUs and their identities, the identity of
+/// this host and process, allocation ranges (through the driver entry point that the runtime
+/// hands out, so nothing links against libcuda), and small RAII owners. Internal.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+namespace nixl::cuda::detail {
+
+using uuid = std::array<std::uint8_t, 16>;
+
+/// One GPU visible to this process.
+struct device_info {
+  int ordinal = 0;
+  uuid id{};
+  int sm_count = 0;
+  std::string name;
+  std::string pci;  // "0000:1b:00.0"
+};
+
+/// The GPUs of this process, read once. Empty when there are none; `no_device_reason()` says why.
+const std::vector<device_info>& devices() noexcept;
+std::string_view no_device_reason() noexcept;
+
+/// Ordinal of the GPU with identity `id` in this process, or -1 when it is not visible here.
+int ordinal_of(const uuid& id) noexcept;
+
+/// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it.
+std::string to_string(const uuid& id);
+
+/// Identity of this host (boot id, host name) and of this process (a random token).
+struct host_identity {
+  uuid boot_id{};
+  std::string hostname;
+  std::uint64_t process_token = 0;
+};
+const host_identity& self() noexcept;
+
+/// Start and size of the allocation that holds `p` (cuMemGetAddressRange). Throws nixl::error.
+void allocation_range(const void* p, std::uintptr_t& base, std::size_t& size);
+
+/// Restores the calling thread's current device when it leaves scope.
+class device_guard {
+ public:
+  explicit device_guard(int dev) noexcept {
+    if (cudaGetDevice(&saved_) != cudaSuccess || saved_ == dev) saved_ = -1;
+    // Set even when it is current already: this also makes the device's primary context
+    // current on a thread that has not used the runtime yet.
+    ok_ = cudaSetDevice(dev) == cudaSuccess;
+  }
+  ~device_guard() {
+    if (saved_ >= 0) (void)cudaSetDevice(saved_);
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+  bool ok() const noexcept { return ok_; }
+
+ private:
+  int saved_ = -1;
+  bool ok_ = true;
+};
+
+}  // namespace nixl::cuda::detail

@@ -31,6 +31,13 @@
 #include <nixl/status.hpp>
 #include <nixl/telemetry.hpp>
 
+// ---- metadata exchange (nixl::metadata) ----
+#include <future>
+#if defined(NIXL_HAS_METADATA)
+#include <nixl/metadata/exchange.hpp>
+#endif
+// ---- end metadata exchange ----
+
 namespace nixl {
 
 /// Default TCP port of the metadata listener (NIXL's `default_comm_port`).
@@ -53,11 +60,28 @@ struct agent_config {
   std::chrono::microseconds listen_delay{100000};
   /// How long an etcd fetch waits for a key that is not there yet.
   std::chrono::microseconds etcd_watch_timeout{5000000};
+  /// etcd client URLs and key namespace; empty: NIXL_ETCD_ENDPOINTS / NIXL_ETCD_NAMESPACE.
+  std::string etcd_endpoints;
+  std::string etcd_namespace;
 };
 
 /// Options of registration and metadata calls: restrict to some backends by name.
 struct backend_options {
   std::vector<std::string> backends;
+};
+
+/// Where a metadata call goes: a peer's listener (`ip`, `port`) or, with an empty `ip`, the
+/// central store (etcd) under `label` (empty: "metadata" for full metadata).
+struct metadata_target {
+  std::string ip;
+  std::uint16_t port = default_comm_port;
+  std::string label;
+
+  static metadata_target peer(std::string ip, std::uint16_t port = default_comm_port) {
+    return {std::move(ip), port, {}};
+  }
+  static metadata_target central(std::string label = {}) { return {{}, 0, std::move(label)}; }
+  bool is_peer() const noexcept { return !ip.empty(); }
 };
 
 /// Options of request creation (NIXL's `nixl_opt_args_t` subset that applies).
@@ -281,11 +305,13 @@ class agent {
     if (name_.empty())
       raise(status::invalid_param, "agent: the name is empty; give every agent a unique name");
     telemetry_ = detail::telemetry_enabled(cfg_.capture_telemetry);
+    start_metadata_exchange();
   }
   agent(const agent&) = delete;
   agent& operator=(const agent&) = delete;
 
   ~agent() {
+    md_.reset();  // stops the metadata threads before the state their hooks touch goes away
     peers_.clear();
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();
@@ -495,6 +521,88 @@ class agent {
     });
     if (!r) raise(status::not_found, "query_memory: unknown backend '{}'", opt.backends[0]);
     return std::move(*r);
+  }
+
+  // ----- metadata exchange (nixl::metadata) -------------------------------------------------
+  // Asynchronous: each call validates and serialises here, then the exchange does the I/O.
+  // The future becomes ready when the operation completed (or holds its nixl::error); it may
+  // be dropped, and completion observed with check_remote_metadata as in NIXL. Without the
+  // nixl::metadata component these throw nixl::error(not_supported).
+
+  /// Port of the metadata listener (the OS's pick with listen_port 0); 0 without a listener.
+  std::uint16_t listen_port() const noexcept {
+#if defined(NIXL_HAS_METADATA)
+    if (auto* x = exchange_ptr()) return x->port();
+#endif
+    return 0;
+  }
+
+  /// Sends full metadata to a peer's listener, or publishes it in the central store under
+  /// "<namespace>/<agent>/metadata".
+  std::future<void> send_local_metadata(const metadata_target& target = {}) {
+    auto& x = exchange_or_throw("send_local_metadata");
+    std::string blob = local_metadata();
+#if defined(NIXL_HAS_METADATA)
+    if (target.is_peer()) return x.send(target.ip, target.port, std::move(blob));
+    central_or_throw(x, "send_local_metadata");
+    return x.publish(target.label.empty() ? md::full_label : target.label, std::move(blob));
+#else
+    (void)x, (void)target;
+    return {};
+#endif
+  }
+
+  /// Sends partial metadata (see local_partial_metadata) to a peer, or publishes it in the
+  /// central store under `target.label`, which is then required.
+  std::future<void> send_partial_metadata(const reg_dlist& descs, bool include_conn_info,
+                                          const metadata_target& target,
+                                          const backend_options& opt = {}) {
+    auto& x = exchange_or_throw("send_partial_metadata");
+    if (!target.is_peer() && target.label.empty())
+      raise(status::invalid_param,
+            "send_partial_metadata: the central store needs a label for partial metadata; set "
+            "metadata_target::label");
+    std::string blob = local_partial_metadata(descs, include_conn_info, opt);
+#if defined(NIXL_HAS_METADATA)
+    if (target.is_peer()) return x.send(target.ip, target.port, std::move(blob));
+    central_or_throw(x, "send_partial_metadata");
+    return x.publish(target.label, std::move(blob));
+#else
+    (void)x;
+    return {};
+#endif
+  }
+
+  /// Fetches `remote`'s full metadata from its listener, or its `target.label` (default
+  /// "metadata") from the central store, waiting up to etcd_watch_timeout for it to appear and
+  /// then dropping `remote` when its keys go away.
+  std::future<void> fetch_remote_metadata(std::string_view remote,
+                                          const metadata_target& target = {}) {
+    auto& x = exchange_or_throw("fetch_remote_metadata");
+    if (remote == name_)
+      raise(status::invalid_param, "fetch_remote_metadata: '{}' is this agent itself", remote);
+#if defined(NIXL_HAS_METADATA)
+    if (target.is_peer()) return x.fetch(target.ip, target.port, remote);
+    central_or_throw(x, "fetch_remote_metadata");
+    return x.fetch_central(remote, target.label.empty() ? md::full_label : target.label);
+#else
+    (void)x, (void)target;
+    return {};
+#endif
+  }
+
+  /// Tells a peer's listener to drop this agent, or deletes this agent's keys from the central
+  /// store (peers that fetched them from there drop it).
+  std::future<void> invalidate_local_metadata(const metadata_target& target = {}) {
+    auto& x = exchange_or_throw("invalidate_local_metadata");
+#if defined(NIXL_HAS_METADATA)
+    if (target.is_peer()) return x.invalidate_at(target.ip, target.port);
+    central_or_throw(x, "invalidate_local_metadata");
+    return x.unpublish();
+#else
+    (void)x, (void)target;
+    return {};
+#endif
   }
 
   // ----- metadata ---------------------------------------------------------------------------
@@ -1263,6 +1371,56 @@ class agent {
   std::uint64_t generation_ = 0;
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
+
+  // ---- metadata exchange (nixl::metadata) ----
+  // Type-erased so that the agent's layout is the same with and without the component.
+  std::shared_ptr<void> md_;
+
+#if defined(NIXL_HAS_METADATA)
+  md::exchange* exchange_ptr() const noexcept {
+    return static_cast<md::exchange*>(md_.get());
+  }
+  md::exchange& exchange_or_throw(std::string_view) {
+    return *exchange_ptr();
+  }
+  static void central_or_throw(const md::exchange& x, std::string_view call) {
+    if (!x.has_central())
+      raise(status::invalid_param,
+            "{}: no ip given and no central store; give the peer's ip and port, or set "
+            "NIXL_ETCD_ENDPOINTS",
+            call);
+  }
+  void start_metadata_exchange() {
+    md::config c;
+    c.listen = cfg_.enable_listen_thread;
+    c.listen_address = cfg_.listen_address;
+    c.listen_port = cfg_.listen_port;
+    c.etcd_watch_timeout = cfg_.etcd_watch_timeout;
+    c.etcd_endpoints = cfg_.etcd_endpoints;
+    c.etcd_namespace = cfg_.etcd_namespace;
+    // The exchange calls back from its own threads: `none` cannot stay lock-free.
+    if (c.runs_threads() && lock_.mode() == thread_sync::none) lock_.set_mode(thread_sync::strict);
+    md::hooks h{
+        [this] { return local_metadata(); },
+        [this](std::span<const std::byte> b) { return load_remote_metadata(b); },
+        [this](std::string_view remote) { invalidate_remote_metadata(remote); },
+    };
+    md_ = std::make_shared<md::exchange>(name_, std::move(c), std::move(h));
+  }
+#else
+  struct no_exchange {};
+  [[noreturn]] no_exchange& exchange_or_throw(std::string_view call) {
+    raise(status::not_supported,
+          "{}: this build has no metadata exchange; link nixl::metadata (NIXL_WITH_METADATA)",
+          call);
+  }
+  void start_metadata_exchange() {
+    if (cfg_.enable_listen_thread)
+      raise(status::not_supported,
+            "agent: enable_listen_thread needs the metadata exchange; link nixl::metadata");
+  }
+#endif
+  // ---- end metadata exchange ----
 };
 
 }  // namespace nixl

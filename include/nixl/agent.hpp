@@ -95,13 +95,12 @@ struct xfer_options {
 
 /// An agent over a fixed set of backend types. Non-copyable, non-movable.
 template <class... Backends>
-  requires(sizeof...(Backends) > 0)
-class agent {
+requires(sizeof...(Backends) > 0) class agent {
   static_assert((backend<Backends> && ...), "every agent parameter must satisfy nixl::backend");
   static_assert(detail::unique_names<Backends...>(), "two backends of an agent share a name");
-  static_assert(((!remote_backend<Backends> || notifying_backend<Backends>) && ...),
+  static_assert(((!remote_backend<Backends> || notifying_backend<Backends>)&&...),
                 "a remote backend must also deliver notifications (nixl::notifying_backend)");
-  static_assert(((remote_backend<Backends> || loopback_backend<Backends>) && ...),
+  static_assert(((remote_backend<Backends> || loopback_backend<Backends>)&&...),
                 "a backend must support loopback (self_peer, load_local) or remote peers");
 
   template <class R>
@@ -111,7 +110,8 @@ class agent {
   static index_array<R> make_indices() {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return index_array<R>{detail::region_index<R>(static_cast<mem_kind>(I))...};
-    }(std::make_index_sequence<mem_kind_count>{});
+    }
+    (std::make_index_sequence<mem_kind_count>{});
   }
 
   template <class B>
@@ -469,8 +469,9 @@ class agent {
       }
     });
     if (!candidate)
-      raise(status::not_found, "register_memory: no created backend of agent '{}' takes {} memory{}",
-            name_, k, opt.backends.empty() ? "" : " among the backends named");
+      raise(status::not_found,
+            "register_memory: no created backend of agent '{}' takes {} memory{}", name_, k,
+            opt.backends.empty() ? "" : " among the backends named");
     if (!any) throw *last;
   }
 
@@ -860,10 +861,11 @@ class agent {
       return true;
     });
     if (!out)
-      raise(status::not_found,
-            "make_request: no backend resolved both lists ({} -> {} with '{}'); prepare them with a "
-            "backend that moves both kinds",
-            local.kind(), remote.kind(), remote.agent_name());
+      raise(
+          status::not_found,
+          "make_request: no backend resolved both lists ({} -> {} with '{}'); prepare them with a "
+          "backend that moves both kinds",
+          local.kind(), remote.kind(), remote.agent_name());
     return std::move(*out);
   }
 
@@ -871,7 +873,8 @@ class agent {
   template <kind_tag L, kind_tag R>
   auto make_request(xfer_op op, const typed_prepared<L>& local, std::span<const int> local_idx,
                     const typed_prepared<R>& remote, std::span<const int> remote_idx,
-                    const xfer_options& opt = {}) -> request<detail::select_backend_t<L, R, Backends...>> {
+                    const xfer_options& opt = {})
+      -> request<detail::select_backend_t<L, R, Backends...>> {
     using B = detail::select_backend_t<L, R, Backends...>;
     check_indices(local, local_idx, remote, remote_idx);
     auto g = lock_.shared();
@@ -1105,21 +1108,19 @@ class agent {
 
   [[noreturn]] void uncovered_error(std::string_view call, const xfer_dlist& list, std::size_t i,
                                     std::string_view remote) const {
-    if (list.empty())
-      raise(status::invalid_param, "{}: the descriptor list is empty", call);
+    if (list.empty()) raise(status::invalid_param, "{}: the descriptor list is empty", call);
     const desc& d = list[std::min(i, list.size() - 1)];
-    raise(status::not_found,
-          "{}: {} descriptor {} (addr {:#x}, len {}, dev {}) lies outside every region registered "
-          "{}; register the memory first{}",
-          call, list.kind(), i, d.addr, d.len, d.dev,
-          remote.empty() ? fmt::format("by agent '{}'", name_)
-                         : fmt::format("by agent '{}'", remote),
-          remote.empty() || remote == name_ ? "" : " and reload its metadata");
+    raise(
+        status::not_found,
+        "{}: {} descriptor {} (addr {:#x}, len {}, dev {}) lies outside every region registered "
+        "{}; register the memory first{}",
+        call, list.kind(), i, d.addr, d.len, d.dev,
+        remote.empty() ? fmt::format("by agent '{}'", name_) : fmt::format("by agent '{}'", remote),
+        remote.empty() || remote == name_ ? "" : " and reload its metadata");
   }
 
   static void check_pairs(const xfer_dlist& l, const xfer_dlist& r) {
-    if (l.empty())
-      raise(status::invalid_param, "create_request: the descriptor lists are empty");
+    if (l.empty()) raise(status::invalid_param, "create_request: the descriptor lists are empty");
     if (l.size() != r.size())
       raise(status::invalid_param,
             "create_request: local list has {} descriptors, remote list {}; they pair one to one",
@@ -1143,20 +1144,24 @@ class agent {
             "make_request: the second list was prepared for the local side; prepare it for the "
             "remote agent (or this agent's own name for loopback)");
     if (li.empty() || li.size() != ri.size())
-      raise(status::invalid_param, "make_request: {} local and {} remote indices; give equal, non-zero counts",
-            li.size(), ri.size());
+      raise(status::invalid_param,
+            "make_request: {} local and {} remote indices; give equal, non-zero counts", li.size(),
+            ri.size());
     for (std::size_t i = 0; i < li.size(); ++i) {
       if (li[i] < 0 || static_cast<std::size_t>(li[i]) >= l.size())
-        raise(status::invalid_param, "make_request: local index {} (position {}) is out of range 0..{}",
-              li[i], i, l.size());
+        raise(status::invalid_param,
+              "make_request: local index {} (position {}) is out of range 0..{}", li[i], i,
+              l.size());
       if (ri[i] < 0 || static_cast<std::size_t>(ri[i]) >= r.size())
-        raise(status::invalid_param, "make_request: remote index {} (position {}) is out of range 0..{}",
-              ri[i], i, r.size());
+        raise(status::invalid_param,
+              "make_request: remote index {} (position {}) is out of range 0..{}", ri[i], i,
+              r.size());
     }
     if (!r.peer_->token.valid.load(std::memory_order_acquire))
-      raise(status::not_found,
-            "make_request: agent '{}' was invalidated after the list was prepared; prepare it again",
-            r.agent_name());
+      raise(
+          status::not_found,
+          "make_request: agent '{}' was invalidated after the list was prepared; prepare it again",
+          r.agent_name());
   }
 
   /// Calls `f.template operator()<B>()` for candidate backends in preference order until it
@@ -1208,8 +1213,8 @@ class agent {
       const auto& a = lv[static_cast<std::size_t>(li[i])];
       const auto& b = rv[static_cast<std::size_t>(ri[i])];
       if (a.len != b.len)
-        raise(status::invalid_param,
-              "make_request: pair {} has length {} locally and {} remotely", i, a.len, b.len);
+        raise(status::invalid_param, "make_request: pair {} has length {} locally and {} remotely",
+              i, a.len, b.len);
       l.push_back(a);
       r.push_back(b);
     }
@@ -1297,16 +1302,17 @@ class agent {
           if (B::name != sec.backend || !slot<B>().engine) return;
           matched = true;
           if (!contains(typename B::memory_kinds{}, sec.kind))
-            raise(status::mismatch, "load_remote_metadata: {} does not move {} memory",
-                  B::name, sec.kind);
+            raise(status::mismatch, "load_remote_metadata: {} does not move {} memory", B::name,
+                  sec.kind);
           auto& ps = std::get<peer_slot<B>>(st->slots);
           bool has_conn = ps.peer.has_value();
           for (const auto& c : md.connections) has_conn = has_conn || c.backend == B::name;
           if (!has_conn)
-            raise(status::not_found,
-                  "load_remote_metadata: regions of '{}' for {} arrived before its connection info; "
-                  "send metadata with connection info first",
-                  md.agent, B::name);
+            raise(
+                status::not_found,
+                "load_remote_metadata: regions of '{}' for {} arrived before its connection info; "
+                "send metadata with connection info first",
+                md.agent, B::name);
           const auto& idx = ps.regions[static_cast<std::size_t>(sec.kind)];
           for (const auto& r : sec.regions)
             if (const auto* e = idx.find_exact(r.range); e != nullptr && e->pub != r.data)
@@ -1318,8 +1324,8 @@ class agent {
       });
     }
     if (!matched && fresh)
-      raise(status::backend,
-            "load_remote_metadata: agent '{}' shares no backend with agent '{}'", md.agent, name_);
+      raise(status::backend, "load_remote_metadata: agent '{}' shares no backend with agent '{}'",
+            md.agent, name_);
     // Apply, undoing this call's additions on failure.
     std::vector<std::function<void()>> undo;
     try {

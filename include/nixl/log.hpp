@@ -16,9 +16,7 @@ namespace detail {
 inline level parse_level(const char* s) noexcept {
   if (s == nullptr) return level::warn;
   std::string_view v{s};
-  auto is = [&](std::string_view a, std::string_view b) {
-    return v == a || v == b;
-  };
+  auto is = [&](std::string_view a, std::string_view b) { return v == a || v == b; };
   if (is("error", "ERROR")) return level::error;
   if (is("info", "INFO")) return level::info;
   if (is("debug", "DEBUG")) return level::debug;
@@ -37,9 +35,13 @@ inline void emit(level l, std::string_view msg) noexcept {
 }  // namespace detail
 
 /// Sets the level for the whole process.
-inline void set_level(level l) noexcept { detail::current() = l; }
+inline void set_level(level l) noexcept {
+  detail::current() = l;
+}
 /// True when messages of level `l` are printed.
-inline bool enabled(level l) noexcept { return l <= detail::current(); }
+inline bool enabled(level l) noexcept {
+  return l <= detail::current();
+}
 
 template <class... Args>
 void write(level l, fmt::format_string<Args...> f, Args&&... args) noexcept {

@@ -28,11 +28,16 @@ inline constexpr std::size_t mem_kind_count = 5;
 /// Lower-case name of a kind ("dram", "vram", "block", "object", "file").
 constexpr std::string_view to_string(mem_kind k) noexcept {
   switch (k) {
-    case mem_kind::dram: return "dram";
-    case mem_kind::vram: return "vram";
-    case mem_kind::block: return "block";
-    case mem_kind::object: return "object";
-    case mem_kind::file: return "file";
+    case mem_kind::dram:
+      return "dram";
+    case mem_kind::vram:
+      return "vram";
+    case mem_kind::block:
+      return "block";
+    case mem_kind::object:
+      return "object";
+    case mem_kind::file:
+      return "file";
   }
   return "invalid";
 }
@@ -40,17 +45,24 @@ constexpr std::string_view to_string(mem_kind k) noexcept {
 /// NIXL's name of a kind ("DRAM_SEG", ...).
 constexpr std::string_view nixl_name(mem_kind k) noexcept {
   switch (k) {
-    case mem_kind::dram: return "DRAM_SEG";
-    case mem_kind::vram: return "VRAM_SEG";
-    case mem_kind::block: return "BLK_SEG";
-    case mem_kind::object: return "OBJ_SEG";
-    case mem_kind::file: return "FILE_SEG";
+    case mem_kind::dram:
+      return "DRAM_SEG";
+    case mem_kind::vram:
+      return "VRAM_SEG";
+    case mem_kind::block:
+      return "BLK_SEG";
+    case mem_kind::object:
+      return "OBJ_SEG";
+    case mem_kind::file:
+      return "FILE_SEG";
   }
   return "BAD_SEG";
 }
 
 /// True when `v` is the value of a known kind (for bytes read from a peer).
-constexpr bool valid_kind(std::uint8_t v) noexcept { return v < mem_kind_count; }
+constexpr bool valid_kind(std::uint8_t v) noexcept {
+  return v < mem_kind_count;
+}
 
 /// Kind tags for the compile-time path.
 struct dram_t {
@@ -101,13 +113,19 @@ constexpr bool contains(kind_list<Ks...>, mem_kind k) noexcept {
 template <class F>
 decltype(auto) visit_kind(mem_kind k, F&& f) {
   switch (k) {
-    case mem_kind::dram: return f(dram);
-    case mem_kind::vram: return f(vram);
-    case mem_kind::block: return f(block);
-    case mem_kind::object: return f(object);
-    case mem_kind::file: return f(file);
+    case mem_kind::dram:
+      return f(dram);
+    case mem_kind::vram:
+      return f(vram);
+    case mem_kind::block:
+      return f(block);
+    case mem_kind::object:
+      return f(object);
+    case mem_kind::file:
+      return f(file);
   }
-  raise(status::invalid_param, "visit_kind: unknown memory kind {}; use dram, vram, block, object or file",
+  raise(status::invalid_param,
+        "visit_kind: unknown memory kind {}; use dram, vram, block, object or file",
         static_cast<int>(k));
 }
 

@@ -17,8 +17,7 @@
 namespace nixl {
 
 template <class... Backends>
-  requires(sizeof...(Backends) > 0)
-class agent;
+requires(sizeof...(Backends) > 0) class agent;
 
 namespace detail {
 /// What a request knows of its peer: whether it is still loaded, and its generation.
@@ -126,6 +125,8 @@ class request {
   }
   std::uint64_t remote_generation() const noexcept { return peer_ ? peer_->generation : 0; }
   xfer_op op() const noexcept { return op_; }
+  /// Name of the backend that moves this request.
+  static constexpr std::string_view backend_name() noexcept { return B::name; }
   /// Descriptors handed to the backend (after merging).
   std::size_t descriptor_count() const noexcept { return telem_.desc_count; }
   std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
@@ -136,8 +137,7 @@ class request {
 
  private:
   template <class... Bs>
-    requires(sizeof...(Bs) > 0)
-  friend class agent;
+  requires(sizeof...(Bs) > 0) friend class agent;
 
   void after(bool posted) noexcept {
     if (status_ == nixl::status::remote_disconnect) {

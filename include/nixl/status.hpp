@@ -32,26 +32,42 @@ enum class status : std::int32_t {
 /// NIXL's name of a status (`"NIXL_SUCCESS"`, `"NIXL_ERR_NOT_FOUND"`, ...).
 constexpr std::string_view to_string(status s) noexcept {
   switch (s) {
-    case status::in_progress: return "NIXL_IN_PROG";
-    case status::success: return "NIXL_SUCCESS";
-    case status::not_posted: return "NIXL_ERR_NOT_POSTED";
-    case status::invalid_param: return "NIXL_ERR_INVALID_PARAM";
-    case status::backend: return "NIXL_ERR_BACKEND";
-    case status::not_found: return "NIXL_ERR_NOT_FOUND";
-    case status::mismatch: return "NIXL_ERR_MISMATCH";
-    case status::not_allowed: return "NIXL_ERR_NOT_ALLOWED";
-    case status::repost_active: return "NIXL_ERR_REPOST_ACTIVE";
-    case status::unknown: return "NIXL_ERR_UNKNOWN";
-    case status::not_supported: return "NIXL_ERR_NOT_SUPPORTED";
-    case status::remote_disconnect: return "NIXL_ERR_REMOTE_DISCONNECT";
-    case status::canceled: return "NIXL_ERR_CANCELED";
-    case status::no_telemetry: return "NIXL_ERR_NO_TELEMETRY";
+    case status::in_progress:
+      return "NIXL_IN_PROG";
+    case status::success:
+      return "NIXL_SUCCESS";
+    case status::not_posted:
+      return "NIXL_ERR_NOT_POSTED";
+    case status::invalid_param:
+      return "NIXL_ERR_INVALID_PARAM";
+    case status::backend:
+      return "NIXL_ERR_BACKEND";
+    case status::not_found:
+      return "NIXL_ERR_NOT_FOUND";
+    case status::mismatch:
+      return "NIXL_ERR_MISMATCH";
+    case status::not_allowed:
+      return "NIXL_ERR_NOT_ALLOWED";
+    case status::repost_active:
+      return "NIXL_ERR_REPOST_ACTIVE";
+    case status::unknown:
+      return "NIXL_ERR_UNKNOWN";
+    case status::not_supported:
+      return "NIXL_ERR_NOT_SUPPORTED";
+    case status::remote_disconnect:
+      return "NIXL_ERR_REMOTE_DISCONNECT";
+    case status::canceled:
+      return "NIXL_ERR_CANCELED";
+    case status::no_telemetry:
+      return "NIXL_ERR_NO_TELEMETRY";
   }
   return "NIXL_ERR_UNKNOWN";
 }
 
 /// True for `success` and `in_progress`, the two states that are not errors.
-constexpr bool ok(status s) noexcept { return s == status::success || s == status::in_progress; }
+constexpr bool ok(status s) noexcept {
+  return s == status::success || s == status::in_progress;
+}
 
 /// The error category whose values are NIXL's status codes.
 inline const std::error_category& error_category() noexcept {
@@ -79,7 +95,9 @@ class error : public std::system_error {
 };
 
 namespace detail {
-[[noreturn]] inline void fail(status s, std::string msg) { throw error(s, msg); }
+[[noreturn]] inline void fail(status s, std::string msg) {
+  throw error(s, msg);
+}
 }  // namespace detail
 
 /// Throws `nixl::error(s, formatted message)`.

@@ -14,7 +14,8 @@
 
 namespace nixl::detail {
 
-static_assert(std::endian::native == std::endian::little || std::endian::native == std::endian::big);
+static_assert(std::endian::native == std::endian::little ||
+              std::endian::native == std::endian::big);
 
 template <class T>
 constexpr T to_le(T v) noexcept {
@@ -71,8 +72,7 @@ class reader {
   /// A u32 length (at most `max`), then that many bytes.
   std::string_view bytes(std::string_view field, std::size_t max) {
     const std::uint32_t n = u32(field);
-    if (n > max)
-      fail("{}: {} length {} exceeds the limit of {} bytes", what_, field, n, max);
+    if (n > max) fail("{}: {} length {} exceeds the limit of {} bytes", what_, field, n, max);
     return raw(field, n);
   }
   std::string_view raw(std::string_view field, std::size_t n) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nixl/memory.hpp>
@@ -20,7 +21,8 @@ class region_index {
   struct entry {
     desc range;        ///< length already normalised (unbounded = SIZE_MAX)
     std::string meta;  ///< registration metadata string
-    std::string pub;   ///< public data (what peers get for a local region, what a peer sent for a remote one)
+    std::string pub;   ///< public data (what peers get for a local region, what a peer sent for a
+                       ///< remote one)
     std::unique_ptr<Region> region;
   };
 
@@ -100,8 +102,9 @@ class region_index {
     reach_.resize(entries_.size());
     for (std::size_t i = 0; i < entries_.size(); ++i) {
       const auto e = entries_[i].range.end();
-      reach_[i] =
-          i > 0 && entries_[i - 1].range.dev == entries_[i].range.dev ? std::max(reach_[i - 1], e) : e;
+      reach_[i] = i > 0 && entries_[i - 1].range.dev == entries_[i].range.dev
+                      ? std::max(reach_[i - 1], e)
+                      : e;
     }
   }
 

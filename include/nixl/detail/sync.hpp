@@ -44,9 +44,14 @@ class agent_lock {
   /// Data path: shared in `rw`, exclusive in `strict`.
   [[nodiscard]] guard shared() const noexcept {
     switch (mode_) {
-      case thread_sync::none: return {};
-      case thread_sync::strict: m_.lock(); return {&m_, true};
-      case thread_sync::rw: m_.lock_shared(); return {&m_, false};
+      case thread_sync::none:
+        return {};
+      case thread_sync::strict:
+        m_.lock();
+        return {&m_, true};
+      case thread_sync::rw:
+        m_.lock_shared();
+        return {&m_, false};
     }
     return {};
   }

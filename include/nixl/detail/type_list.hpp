@@ -50,20 +50,20 @@ struct first_backend_for<Local, Remote, B, Bs...> {
 template <class Local, class Remote, bool Found, class Agent>
 struct require_backend {};
 
-#define NIXL_DETAIL_NO_BACKEND(L, R, HINT)                                                        \
-  template <class Agent>                                                                          \
-  struct require_backend<L##_t, R##_t, false, Agent> {                                            \
-    static_assert(sizeof(Agent) == 0,                                                             \
-                  "no backend in this agent moves " #L " -> " #R "; " HINT);                      \
+#define NIXL_DETAIL_NO_BACKEND(L, R, HINT)                                                       \
+  template <class Agent>                                                                         \
+  struct require_backend<L##_t, R##_t, false, Agent> {                                           \
+    static_assert(sizeof(Agent) == 0, "no backend in this agent moves " #L " -> " #R "; " HINT); \
   };
-#define NIXL_DETAIL_NO_BACKEND_ROW(L, HINT)  \
-  NIXL_DETAIL_NO_BACKEND(L, dram, HINT)      \
-  NIXL_DETAIL_NO_BACKEND(L, vram, HINT)      \
-  NIXL_DETAIL_NO_BACKEND(L, block, HINT)     \
-  NIXL_DETAIL_NO_BACKEND(L, object, HINT)    \
+#define NIXL_DETAIL_NO_BACKEND_ROW(L, HINT) \
+  NIXL_DETAIL_NO_BACKEND(L, dram, HINT)     \
+  NIXL_DETAIL_NO_BACKEND(L, vram, HINT)     \
+  NIXL_DETAIL_NO_BACKEND(L, block, HINT)    \
+  NIXL_DETAIL_NO_BACKEND(L, object, HINT)   \
   NIXL_DETAIL_NO_BACKEND(L, file, HINT)
-NIXL_DETAIL_NO_BACKEND_ROW(dram, "add a backend that moves both kinds (nixl::ucx::backend for dram, "
-                                 "nixl::posix::backend for file, nixl::cuda::backend for vram)")
+NIXL_DETAIL_NO_BACKEND_ROW(dram,
+                           "add a backend that moves both kinds (nixl::ucx::backend for dram, "
+                           "nixl::posix::backend for file, nixl::cuda::backend for vram)")
 NIXL_DETAIL_NO_BACKEND_ROW(vram, "add nixl::cuda::backend or stage through dram")
 NIXL_DETAIL_NO_BACKEND_ROW(block, "add a backend that moves block memory or stage through dram")
 NIXL_DETAIL_NO_BACKEND_ROW(object, "add a backend that moves object memory or stage through dram")
@@ -76,7 +76,8 @@ NIXL_DETAIL_NO_BACKEND_ROW(file, "add nixl::posix::backend or stage through dram
 template <class Local, class Remote, class... Bs>
 struct select_backend {
   using found = typename first_backend_for<Local, Remote, Bs...>::type;
-  static_assert(sizeof(require_backend<Local, Remote, !std::is_void_v<found>, type_list<Bs...>>) > 0);
+  static_assert(sizeof(require_backend<Local, Remote, !std::is_void_v<found>, type_list<Bs...>>) >
+                0);
   using type = found;
 };
 

@@ -7,9 +7,9 @@
 #else
 #include <catch2/catch.hpp>
 /// Ends the test case early, printing why (Catch2 v2 has no skip state).
-#define NIXL_SKIP(reason)               \
-  do {                                  \
-    WARN("SKIPPED: " << reason);        \
-    return;                             \
+#define NIXL_SKIP(reason)        \
+  do {                           \
+    WARN("SKIPPED: " << reason); \
+    return;                      \
   } while (0)
 #endif

@@ -133,8 +133,7 @@ class memcpy_backend {
   remote_region unpack(peer&, mem_kind k, const desc& d, std::span<const std::byte> data) {
     if (k != mem_kind::dram) raise(status::not_supported, "MEMCPY: unpack: {} memory", k);
     std::string expect = fmt::format("memcpy:{:x}", d.addr);
-    if (data.size() != expect.size() ||
-        std::memcmp(data.data(), expect.data(), expect.size()) != 0)
+    if (data.size() != expect.size() || std::memcmp(data.data(), expect.data(), expect.size()) != 0)
       raise(status::mismatch, "MEMCPY: unpack: public data does not match the region");
     return {d.addr};
   }
@@ -268,11 +267,10 @@ inline void nixl::test::file_backend::prepare(request& r, xfer_op op,
 
 inline nixl::status nixl::test::file_backend::post(request& r, notif_arg) noexcept {
   for (const auto& io : r.ios) {
-    auto n = r.dir == xfer_op::write
-                 ? ::pwrite(io.fd, reinterpret_cast<const void*>(io.mem), io.len,
-                            static_cast<off_t>(io.off))
-                 : ::pread(io.fd, reinterpret_cast<void*>(io.mem), io.len,
-                           static_cast<off_t>(io.off));
+    auto n = r.dir == xfer_op::write ? ::pwrite(io.fd, reinterpret_cast<const void*>(io.mem),
+                                                io.len, static_cast<off_t>(io.off))
+                                     : ::pread(io.fd, reinterpret_cast<void*>(io.mem), io.len,
+                                               static_cast<off_t>(io.off));
     if (n < 0 || static_cast<std::size_t>(n) != io.len) return status::backend;
   }
   return status::success;

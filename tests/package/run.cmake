@@ -1,0 +1,32 @@
+# cmake -DMODE=package|subdir|fetch -DSRC=<nixl source> -DWORK=<dir> [-DPREFIX=<install>]
+#       [-DCOMPONENTS=a;b] -P run.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(common -DCMAKE_BUILD_TYPE=Release -DNIXL_BUILD_TESTS=OFF -DNIXL_BUILD_BENCH=OFF
+    -DNIXL_BUILD_EXAMPLES=OFF)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}")
+  endif()
+endfunction()
+string(REPLACE ";" "\\;" comps "${COMPONENTS}")
+if(MODE STREQUAL "package")
+  run(${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/nixl-build -G Ninja ${common} -DNIXL_WITH_CUDA=OFF
+      -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
+  run(${CMAKE_COMMAND} --build ${WORK}/nixl-build)
+  run(${CMAKE_COMMAND} --install ${WORK}/nixl-build)
+  run(${CMAKE_COMMAND} -S ${SRC}/tests/package/consumer -B ${WORK}/consumer -G Ninja
+      -DMODE=package -DCMAKE_PREFIX_PATH=${WORK}/prefix "-DWANT_COMPONENTS=${comps}")
+elseif(MODE STREQUAL "buildtree")
+  run(${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/nixl-build -G Ninja ${common} -DNIXL_WITH_CUDA=OFF)
+  run(${CMAKE_COMMAND} --build ${WORK}/nixl-build)
+  run(${CMAKE_COMMAND} -S ${SRC}/tests/package/consumer -B ${WORK}/consumer -G Ninja
+      -DMODE=package -Dnixl_DIR=${WORK}/nixl-build "-DWANT_COMPONENTS=${comps}")
+else()
+  # FetchContent needs a source copy it may configure on its own (no build folders inside).
+  run(${CMAKE_COMMAND} -S ${SRC}/tests/package/consumer -B ${WORK}/consumer -G Ninja
+      -DMODE=${MODE} -DNIXL_SOURCE=${SRC} "-DWANT_COMPONENTS=${comps}" ${common})
+endif()
+run(${CMAKE_COMMAND} --build ${WORK}/consumer)
+run(${WORK}/consumer/consumer)

@@ -1,0 +1,124 @@
+#include <nixl/agent.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "nixl_test/catch.hpp"
+#include "nixl_test/fixtures.hpp"
+
+// Counting allocator: every operator new in this test executable bumps the counter.
+namespace {
+std::atomic<long> g_allocs{0};
+}
+void* operator new(std::size_t n) {
+  ++g_allocs;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+using namespace nixl::test;
+using nixl::status;
+using nixl::xfer_op;
+
+TEST_CASE("request state rules: not posted, repost only when not in progress, sticky status") {
+  pair_fixture<> f(nixl::params{{"delay_polls", "3"}});
+  buffer src(64), dst(64);
+  src.iota();
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.a.load_remote_metadata(f.b.local_metadata());
+  auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
+  CHECK(r.status() == status::not_posted);
+  CHECK(r.post() == status::in_progress);
+  CHECK(r.post() == status::repost_active);  // one check consumed, still running
+  CHECK(wait(r) == status::success);
+  CHECK(r.status() == status::success);  // sticky
+  CHECK(src.bytes == dst.bytes);
+  CHECK(r.post() == status::in_progress);  // repost after completion is fine
+  CHECK(wait(r) == status::success);
+}
+
+TEST_CASE("release cancels an in-flight request; an empty request refuses everything") {
+  pair_fixture<> f(nixl::params{{"delay_polls", "1000"}});
+  buffer src(64, 1), dst(64, 0);
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.a.load_remote_metadata(f.b.local_metadata());
+  auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target", {.notif = "n"});
+  CHECK(r.post() == status::in_progress);
+  CHECK(r.release() == status::success);
+  CHECK_FALSE(r.valid());
+  CHECK(dst.bytes[0] == 0);                         // canceled before it ran
+  CHECK(f.b.notifications()["initiator"].empty());  // and no notification
+  CHECK(r.post() == status::invalid_param);
+  nixl::test::test_agent::xfer_request empty;
+  CHECK(empty.post() == status::invalid_param);
+  CHECK(empty.status() == status::invalid_param);
+  CHECK(empty.backend_name().empty());
+}
+
+TEST_CASE("post and status allocate nothing once the request exists") {
+  pair_fixture<> f(nixl::params{{"delay_polls", "2"}});
+  buffer src(4096), dst(4096);
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.a.load_remote_metadata(f.b.local_metadata());
+  auto typed = f.a.create_request(xfer_op::write, src.blocks(64, 64), dst.blocks(64, 64), "target",
+                                  {.skip_merge = true});
+  auto dynamic = f.a.create_request(
+      xfer_op::write, static_cast<const nixl::xfer_dlist&>(src.whole()), dst.whole(), "target");
+  const long before = g_allocs.load();
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(typed.post() == status::in_progress);
+    REQUIRE(wait(typed) == status::success);
+    REQUIRE(dynamic.post() == status::in_progress);
+    REQUIRE(wait(dynamic) == status::success);
+  }
+  CHECK(g_allocs.load() - before == 0);
+  // a notification that fits in the reserved capacity does not allocate either
+  const long before_notif = g_allocs.load();
+  REQUIRE(typed.post(std::string_view("short")) == status::in_progress);
+  CHECK(g_allocs.load() - before_notif == 0);
+  REQUIRE(wait(typed) == status::success);
+}
+
+TEST_CASE("requests are plain objects: no vtable anywhere on the hot path") {
+  STATIC_REQUIRE_FALSE(std::is_polymorphic_v<nixl::request<memcpy_backend>>);
+  STATIC_REQUIRE_FALSE(std::is_polymorphic_v<memcpy_backend>);
+  STATIC_REQUIRE_FALSE(std::is_polymorphic_v<memcpy_backend::request>);
+  STATIC_REQUIRE_FALSE(std::is_polymorphic_v<nixl::test::test_agent::xfer_request>);
+  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<nixl::request<memcpy_backend>>);
+  STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<nixl::request<memcpy_backend>>);
+}
+
+TEST_CASE("moving a request keeps it usable") {
+  pair_fixture<> f;
+  buffer src(64, 5), dst(64, 0);
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.a.load_remote_metadata(f.b.local_metadata());
+  auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
+  auto moved = std::move(r);
+  CHECK_FALSE(r.valid());
+  CHECK(moved.post() == status::success);
+  CHECK(dst.bytes[10] == 5);
+  nixl::request<memcpy_backend> other;
+  other = std::move(moved);
+  CHECK(other.post() == status::success);
+}

@@ -45,7 +45,7 @@ stop() {
 
 case "$cmd" in
   start)
-    if [[ -z "$etcd_bin" ]]; then
+    if [[ -z "$etcd_bin" || ! -x "$etcd_bin" ]]; then
       echo "etcd not found; install etcd-server (Debian) or set ETCD_BIN" >&2
       exit 77
     fi

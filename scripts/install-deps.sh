@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what building and testing nixl-cpp needs on Debian 12 (idempotent, non-interactive).
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev clang-format
+  libfmt-dev catch2 libbenchmark-dev libcli11-dev
+  libucx-dev ucx-utils liburing-dev libaio-dev
+  etcd-server libcurl4-openssl-dev nlohmann-json3-dev
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
+  fio gnuplot-nox procps
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

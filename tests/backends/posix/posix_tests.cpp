@@ -510,3 +510,63 @@ TEST_CASE("posix: through nixl::agent", "[posix][agent]") {
     CHECK(run(bad) == nixl::status::backend);
   }
 }
+
+TEST_CASE("posix: threads share one backend", "[posix]") {
+  const std::string e = GENERATE("URING", "AIO", "POSIX");
+  DYNAMIC_SECTION(e) {
+    scratch tmp;
+    fd_guard f(::open((tmp / "shared").c_str(), O_RDWR | O_CREAT, 0600));
+    constexpr int nthreads = 4;
+    constexpr std::size_t count = 64, len = 8192;
+    auto p = engine_params(e);
+    p["kernel_queue_size"] = "16";
+    backend be(backend::config::from_params(p), nixl::backend_context{"t"});
+    auto fr =
+        be.register_region(nixl::mem_kind::file, {{0, 0, static_cast<std::uint64_t>(f.fd)}, ""});
+    auto rf = be.load_local(fr);
+    std::vector<std::unique_ptr<buffer>> src, dst;
+    std::vector<backend::region> regs;
+    regs.reserve(2 * nthreads);
+    for (int t = 0; t < nthreads; ++t) {
+      src.push_back(std::make_unique<buffer>(count * len));
+      dst.push_back(std::make_unique<buffer>(count * len));
+      src.back()->fill(100 + t);
+      dst.back()->zero();
+      regs.push_back(
+          be.register_region(nixl::mem_kind::dram, {{src.back()->addr(), count * len, 0}, ""}));
+      regs.push_back(
+          be.register_region(nixl::mem_kind::dram, {{dst.back()->addr(), count * len, 0}, ""}));
+    }
+    std::vector<int> failures(nthreads, 0);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < nthreads; ++t)
+      ts.emplace_back([&, t] {
+        auto peer = be.self_peer();
+        for (int round = 0; round < 5; ++round) {
+          for (int dir = 0; dir < 2; ++dir) {
+            const buffer& b = dir == 0 ? *src[t] : *dst[t];
+            std::vector<nixl::bound_desc<backend::region>> l(count);
+            std::vector<nixl::bound_desc<backend::remote_region>> r(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              l[i].addr = b.addr(i * len);
+              l[i].len = len;
+              l[i].region = &regs[2 * t + dir];
+              r[i].addr = (static_cast<std::size_t>(t) * count + i) * len;
+              r[i].len = len;
+              r[i].region = &rf;
+            }
+            backend::request req;
+            be.prepare(req, dir == 0 ? nixl::xfer_op::write : nixl::xfer_op::read, l, r, peer);
+            if (wait(be, req, be.post(req, std::nullopt)) != nixl::status::success) ++failures[t];
+            be.release(req);
+          }
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (int t = 0; t < nthreads; ++t) {
+      CHECK(failures[t] == 0);
+      CHECK(std::memcmp(src[t]->p, dst[t]->p, count * len) == 0);
+    }
+    be.deregister_region(fr);
+  }
+}

@@ -416,3 +416,29 @@ TEST_CASE("cuda gpu: two processes (CUDA IPC), sub-range target, notification", 
   ::close(c.to);
   ::close(c.from);
 }
+
+TEST_CASE("cuda gpu: typed lists pick the CUDA backend at compile time", "[cuda][gpu]") {
+  NEED_GPUS(1);
+  gpu_buffer x(1u << 20, 0), y(1u << 20, backend::device_count() > 1 ? 1 : 0);
+  x.fill_pattern(1);
+  y.fill_pattern(2);
+  agent a("typed");
+  a.create_backend<backend>();
+  a.register_memory(reg(mem_kind::vram, x.addr(), x.n, 0));
+  a.register_memory(reg(mem_kind::vram, y.addr(), y.n, static_cast<std::uint64_t>(y.dev)));
+  nixl::xfer_list<nixl::vram_t> l, r;
+  for (std::size_t i = 0; i < 16; ++i) {
+    l.push_back({x.addr(i * 8192), 4096, 0});
+    r.push_back({y.addr(i * 8192), 4096, static_cast<std::uint64_t>(y.dev)});
+  }
+  auto req = a.create_request(xfer_op::write, l, r, "typed");
+  STATIC_REQUIRE(std::is_same_v<decltype(req), nixl::request<backend>>);
+  CHECK(req.post(std::string("typed-done")) != status::invalid_param);
+  REQUIRE(wait(req) == status::success);
+  CHECK(wait_notif(a, "typed", "typed-done"));
+  auto got = y.download(0, 16 * 8192);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    bad += got[i] != ((i % 8192) < 4096 ? pattern(1, i) : pattern(2, i));
+  CHECK(bad == 0);
+}

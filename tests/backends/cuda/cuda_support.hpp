@@ -54,6 +54,9 @@ struct gpu_buffer {
   void upload(const std::vector<std::uint8_t>& v, std::size_t off = 0) const {
     must(cudaMemcpy(static_cast<char*>(p) + off, v.data(), v.size(), cudaMemcpyHostToDevice),
          "cudaMemcpy H2D");
+    // cudaMemcpy from pageable memory may return before the DMA lands, and the backend's
+    // streams do not wait for the legacy default stream.
+    must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<std::uint8_t> download(std::size_t off, std::size_t len) const {
     std::vector<std::uint8_t> v(len);

@@ -1,0 +1,627 @@
+"""NIXL's high-level Python API (``nixl._api``) over the nixl C++ library.
+
+Names, signatures, defaults and return values are NIXL's. Differences where NIXL is unsafe:
+``get_serialized_descs`` / ``deserialize_descs`` use the library's versioned binary codec instead
+of pickle, and malformed bytes raise ``nixlMismatchError``.
+
+Torch is never imported: tensors are recognised by their methods (``data_ptr``, ``numel``,
+``element_size``, ``is_contiguous``) and their ``device``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from nixl import _bindings as nixlBind
+from nixl.logging import get_logger
+
+logger = get_logger(__name__)
+
+DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
+nixl_thread_sync_t = nixlBind.nixl_thread_sync_t
+nixl_backend_handle = int
+
+_DONE = "DONE"
+_PROC = "PROC"
+_ERR = "ERR"
+
+
+class nixl_agent_config:
+    """What an agent starts with. Note: the progress thread is on by default, as in NIXL's
+    Python API (the C++ default is off)."""
+
+    def __init__(
+        self,
+        enable_prog_thread: bool = True,
+        enable_listen_thread: bool = False,
+        listen_port: int = DEFAULT_COMM_PORT,
+        capture_telemetry: bool = False,
+        num_threads: int = 0,
+        backends: list[str] = ["UCX"],  # noqa: B006 (NIXL's signature)
+        sync_mode: Optional[nixl_thread_sync_t] = None,
+    ):
+        if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
+            raise TypeError("sync_mode must be a nixl_thread_sync_t (or None)")
+        self.enable_pthread = enable_prog_thread
+        self.enable_listen = enable_listen_thread
+        self.port = listen_port
+        self.capture_telemetry = capture_telemetry
+        self.num_threads = num_threads
+        self.backends = list(backends)
+        self.sync_mode = sync_mode
+
+
+class _handle(int):
+    """An integer handle that releases itself when dropped (best effort)."""
+
+    _kind = "handle"
+
+    def __new__(cls, value: int, agent: "nixl_agent" = None):
+        obj = super().__new__(cls, value)
+        obj._agent = agent
+        obj._released = False
+        return obj
+
+    def __repr__(self):
+        state = "released" if self._released else hex(int(self))
+        return f"<{type(self).__name__} {state}>"
+
+    @property
+    def handle(self) -> int:
+        return int(self)
+
+    def release(self) -> None:
+        if self._released or self._agent is None:
+            return
+        self._release_impl()
+        self._released = True
+
+    def __del__(self):
+        try:
+            self._finalize()
+        except Exception:  # interpreter shutdown, agent already gone
+            pass
+
+
+class nixl_prepped_dlist_handle(_handle):
+    """A descriptor list prepared by ``prep_xfer_dlist``."""
+
+    def _release_impl(self):
+        self._agent.agent.releasedDlistH(int(self))
+
+    def _finalize(self):
+        if not self._released and self._agent is not None:
+            self.release()
+
+
+class nixl_xfer_handle(_handle):
+    """A transfer request from ``initialize_xfer`` or ``make_prepped_xfer``."""
+
+    def _release_impl(self):
+        self._agent.agent.releaseXferReq(int(self))
+
+    def _finalize(self):
+        if self._released or self._agent is None:
+            return
+        try:
+            self.release()
+        except nixlBind.nixlRepostActiveError:
+            # Still in flight and not cancellable: retried when the agent goes away.
+            self._agent._leaked_xfer_handles.append(int(self))
+            self._released = True
+
+
+def _raw(h) -> int:
+    return int(h)
+
+
+def _as_str(name: Union[str, bytes]) -> str:
+    return name.decode() if isinstance(name, (bytes, bytearray)) else name
+
+
+def _is_tensor(obj: Any) -> bool:
+    return (
+        callable(getattr(obj, "data_ptr", None))
+        and callable(getattr(obj, "is_contiguous", None))
+        and callable(getattr(obj, "element_size", None))
+        and callable(getattr(obj, "numel", None))
+        and hasattr(obj, "device")
+    )
+
+
+def _tensor_desc(t) -> tuple[Optional[tuple[int, int, int]], Optional[str]]:
+    """(addr, len, dev) and mem name of a contiguous tensor, or (None, reason)."""
+    if not t.is_contiguous():
+        return None, "tensor is not contiguous"
+    dev = t.device
+    dev_type = getattr(dev, "type", str(dev))
+    if dev_type == "cuda" or getattr(t, "is_cuda", False):
+        index = getattr(dev, "index", None)
+        if index is None:
+            index = t.get_device() if callable(getattr(t, "get_device", None)) else 0
+        mem = "VRAM"
+        dev_id = int(index)
+    elif dev_type == "cpu":
+        mem = "DRAM"
+        dev_id = 0
+    else:
+        return None, f"tensor device '{dev_type}' is not supported"
+    return (int(t.data_ptr()), int(t.numel()) * int(t.element_size()), dev_id), mem
+
+
+class nixl_agent:
+    """A NIXL agent: registers memory, exchanges metadata and moves data with its backends."""
+
+    def __init__(
+        self,
+        agent_name: str,
+        nixl_conf: Optional[nixl_agent_config] = None,
+        instantiate_all: bool = False,
+    ):
+        if nixl_conf is None:
+            nixl_conf = nixl_agent_config()
+        if nixl_conf.sync_mode is None:
+            sync = (
+                nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT
+                if nixl_conf.enable_listen
+                else nixl_thread_sync_t.NIXL_THREAD_SYNC_NONE
+            )
+        else:
+            sync = nixl_conf.sync_mode
+
+        self._leaked_xfer_handles: list[int] = []
+        self.name = agent_name
+        self.notifs: dict[str, list[bytes]] = {}
+        self.backends: dict[str, int] = {}
+        self.backend_mems: dict[str, list[str]] = {}
+        self.backend_options: dict[str, dict[str, str]] = {}
+        self.plugin_b_options: dict[str, dict[str, str]] = {}
+        self.plugin_mem_types: dict[str, list[str]] = {}
+
+        self.nixl_mems = {
+            "DRAM": nixlBind.DRAM_SEG,
+            "VRAM": nixlBind.VRAM_SEG,
+            "FILE": nixlBind.FILE_SEG,
+            "BLOCK": nixlBind.BLK_SEG,
+            "OBJ": nixlBind.OBJ_SEG,
+            "cpu": nixlBind.DRAM_SEG,  # deprecated
+            "cuda": nixlBind.VRAM_SEG,  # deprecated
+        }
+        self.nixl_ops = {"WRITE": nixlBind.NIXL_WRITE, "READ": nixlBind.NIXL_READ}
+
+        init = nixlBind.nixlAgentConfig(
+            nixl_conf.enable_pthread,
+            nixl_conf.enable_listen,
+            nixl_conf.port,
+            sync,
+            1,
+            0,
+            100000,
+            nixl_conf.capture_telemetry,
+        )
+        # Looked up on the module at construction time, so that tests can substitute it.
+        self.agent = nixlBind.nixlAgent(agent_name, init)
+
+        self.plugin_list = self.agent.getAvailPlugins()
+        if len(self.plugin_list) == 0:
+            raise RuntimeError("No plugins available for NIXL, cannot start transfers")
+        for plugin in self.plugin_list:
+            (params, mems) = self.agent.getPluginParams(plugin)
+            self.plugin_b_options[plugin] = params
+            self.plugin_mem_types[plugin] = mems
+
+        wanted = self.plugin_list if instantiate_all else nixl_conf.backends
+        for bknd in wanted:
+            if bknd not in self.plugin_list:
+                logger.warning("Skipping backend %s: no such plugin (have %s)", bknd, self.plugin_list)
+                continue
+            init_params: dict[str, str] = {}
+            if nixl_conf.num_threads > 0:
+                key = {"GDS_MT": "thread_count", "UCCL": "num_cpus"}.get(bknd, "num_threads")
+                if bknd in ("UCX", "OBJ", "LIBFABRIC", "GDS_MT", "UCCL", "POSIX"):
+                    init_params[key] = str(nixl_conf.num_threads)
+            if instantiate_all:
+                try:
+                    self.create_backend(bknd, init_params)
+                except nixlBind.nixlBackendError as e:
+                    logger.warning("Backend %s could not start here: %s", bknd, e)
+            else:
+                self.create_backend(bknd, init_params)
+
+        logger.info("Initialized NIXL agent: %s", agent_name)
+
+    def __del__(self):
+        agent = getattr(self, "agent", None)
+        if agent is None:
+            return
+        for h in getattr(self, "_leaked_xfer_handles", []):
+            try:
+                agent.releaseXferReq(h)
+            except Exception:
+                pass
+
+    # ---- plugins and backends -------------------------------------------------------------
+
+    def get_plugin_list(self) -> list[str]:
+        return self.plugin_list
+
+    def get_plugin_mem_types(self, backend: str) -> list[str]:
+        if backend in self.plugin_mem_types:
+            return self.plugin_mem_types[backend]
+        logger.warning("Plugin %s is not available", backend)
+        return []
+
+    def get_plugin_params(self, backend: str) -> dict[str, str]:
+        if backend in self.plugin_b_options:
+            return self.plugin_b_options[backend]
+        logger.warning("Plugin %s is not available", backend)
+        return {}
+
+    def get_backend_mem_types(self, backend: str) -> list[str]:
+        if backend in self.backend_mems:
+            return self.backend_mems[backend]
+        logger.warning("Backend %s not instantiated", backend)
+        return []
+
+    def get_backend_params(self, backend: str) -> dict[str, str]:
+        if backend in self.backend_options:
+            return self.backend_options[backend]
+        logger.warning("Backend %s not instantiated", backend)
+        return {}
+
+    def create_backend(self, backend: str, initParams: dict[str, str] = {}) -> None:  # noqa: B006
+        self.backends[backend] = self.agent.createBackend(backend, initParams)
+        (options, mems) = self.agent.getBackendParams(self.backends[backend])
+        self.backend_mems[backend] = mems
+        self.backend_options[backend] = options
+
+    def _handles(self, backends: list[str]) -> list[int]:
+        return [self.backends[b] for b in backends]
+
+    # ---- memory ---------------------------------------------------------------------------
+
+    def register_memory(
+        self, reg_list, mem_type: Optional[str] = None, backends: list[str] = []  # noqa: B006
+    ) -> nixlBind.nixlRegDList:
+        reg_descs = self.get_reg_descs(reg_list, mem_type)
+        if reg_descs is None:
+            raise TypeError("register_memory: could not make registration descriptors (see log)")
+        self.agent.registerMem(reg_descs, self._handles(backends))
+        return reg_descs
+
+    def deregister_memory(self, dereg_list, backends: list[str] = []) -> None:  # noqa: B006
+        descs = self.get_reg_descs(dereg_list) if not isinstance(dereg_list, nixlBind.nixlRegDList) else dereg_list
+        if descs is None:
+            raise TypeError("deregister_memory: pass the nixlRegDList register_memory returned")
+        self.agent.deregisterMem(descs, self._handles(backends))
+
+    def query_memory(self, reg_list, backend: str, mem_type: Optional[str] = None):
+        reg_descs = self.get_reg_descs(reg_list, mem_type)
+        if reg_descs is None:
+            raise TypeError("query_memory: could not make registration descriptors (see log)")
+        return self.agent.queryMem(reg_descs, self.backends[backend])
+
+    def make_connection(self, remote_agent: str, backends: list[str] = []) -> None:  # noqa: B006
+        self.agent.makeConnection(remote_agent, self._handles(backends))
+
+    # ---- transfers ------------------------------------------------------------------------
+
+    def prep_xfer_dlist(
+        self,
+        agent_name: str,
+        xfer_list,
+        mem_type: Optional[str] = None,
+        backends: list[str] = [],  # noqa: B006
+    ) -> nixl_prepped_dlist_handle:
+        descs = self.get_xfer_descs(xfer_list, mem_type)
+        if descs is None:
+            raise TypeError("prep_xfer_dlist: could not make transfer descriptors (see log)")
+        if agent_name == "NIXL_INIT_AGENT":
+            agent_name = ""
+        h = self.agent.prepXferDlist(agent_name, descs, self._handles(backends))
+        return nixl_prepped_dlist_handle(h, self)
+
+    def make_prepped_xfer(
+        self,
+        operation: str,
+        local_xfer_side,
+        local_indices,
+        remote_xfer_side,
+        remote_indices,
+        notif_msg: bytes = b"",
+        backends: list[str] = [],  # noqa: B006
+        skip_desc_merge: bool = False,
+    ) -> nixl_xfer_handle:
+        op = self.nixl_ops[operation]
+        h = self.agent.makeXferReq(
+            op,
+            _raw(local_xfer_side),
+            local_indices,
+            _raw(remote_xfer_side),
+            remote_indices,
+            notif_msg,
+            self._handles(backends),
+            skip_desc_merge,
+        )
+        return nixl_xfer_handle(h, self)
+
+    def initialize_xfer(
+        self,
+        operation: str,
+        local_descs,
+        remote_descs,
+        remote_agent: Union[str, bytes],
+        notif_msg: bytes = b"",
+        backends: list[str] = [],  # noqa: B006
+    ) -> nixl_xfer_handle:
+        op = self.nixl_ops[operation]
+        h = self.agent.createXferReq(
+            op, local_descs, remote_descs, remote_agent, notif_msg, self._handles(backends)
+        )
+        return nixl_xfer_handle(h, self)
+
+    def transfer(self, handle, notif_msg: bytes = b"") -> str:
+        status = self.agent.postXferReq(_raw(handle), notif_msg)
+        if status == nixlBind.NIXL_SUCCESS:
+            return _DONE
+        if status == nixlBind.NIXL_IN_PROG:
+            return _PROC
+        return _ERR
+
+    def check_xfer_state(self, handle) -> str:
+        status = self.agent.getXferStatus(_raw(handle))
+        if status == nixlBind.NIXL_SUCCESS:
+            return _DONE
+        if status == nixlBind.NIXL_IN_PROG:
+            return _PROC
+        return _ERR
+
+    def estimate_xfer_cost(self, handle) -> tuple[int, int, str]:
+        dur, margin, method = self.agent.estimateXferCost(_raw(handle))
+        name = "ANALYTICAL_BACKEND" if method == nixlBind.NIXL_COST_ANALYTICAL_BACKEND else "UNKNOWN"
+        return dur, margin, name
+
+    def get_xfer_telemetry(self, handle) -> nixlBind.nixlXferTelemetry:
+        return self.agent.getXferTelemetry(_raw(handle))
+
+    def query_xfer_backend(self, handle) -> str:
+        bh = self.agent.queryXferBackend(_raw(handle))
+        for name, h in self.backends.items():
+            if h == bh:
+                return name
+        return ""
+
+    def release_xfer_handle(self, handle) -> None:
+        if isinstance(handle, nixl_xfer_handle):
+            handle.release()
+        else:
+            self.agent.releaseXferReq(int(handle))
+
+    def release_dlist_handle(self, handle) -> None:
+        if isinstance(handle, nixl_prepped_dlist_handle):
+            handle.release()
+        else:
+            self.agent.releasedDlistH(int(handle))
+
+    def prep_mem_view(self, dlist, *, backends: Optional[list[str]] = None) -> int:
+        return self.agent.prepMemView(dlist, self._handles(backends or []))
+
+    def release_mem_view(self, mem_view: int) -> None:
+        self.agent.releaseMemView(mem_view)
+
+    # ---- notifications --------------------------------------------------------------------
+
+    def get_new_notifs(self, backends: list[str] = []) -> dict[str, list[bytes]]:  # noqa: B006
+        return self.agent.getNotifs({}, self._handles(backends))
+
+    def update_notifs(self, backends: list[str] = []) -> dict[str, list[bytes]]:  # noqa: B006
+        self.notifs = self.agent.getNotifs(self.notifs, self._handles(backends))
+        return self.notifs
+
+    def check_remote_xfer_done(
+        self,
+        remote_agent_name: Union[str, bytes],
+        lookup_tag: Union[bytes, str],
+        backends: list[str] = [],  # noqa: B006
+        tag_is_prefix: bool = True,
+    ) -> bool:
+        self.update_notifs(backends)
+        name = _as_str(remote_agent_name)
+        tag = lookup_tag.encode() if isinstance(lookup_tag, str) else bytes(lookup_tag)
+        msgs = self.notifs.get(name)
+        if not msgs:
+            return False
+        for i, msg in enumerate(msgs):
+            if (msg.startswith(tag) if tag_is_prefix else tag in msg):
+                del msgs[i]
+                return True
+        return False
+
+    def send_notif(
+        self, remote_agent_name: Union[str, bytes], notif_msg: bytes, backend: Optional[str] = None
+    ) -> None:
+        handles = [self.backends[backend]] if backend else []
+        self.agent.genNotif(remote_agent_name, notif_msg, handles)
+
+    # ---- metadata -------------------------------------------------------------------------
+
+    def get_agent_metadata(self) -> bytes:
+        return self.agent.getLocalMD()
+
+    def _partial_descs(self, descs) -> nixlBind.nixlRegDList:
+        if descs is None:
+            return nixlBind.nixlRegDList(nixlBind.DRAM_SEG)
+        reg = self.get_reg_descs(descs)
+        if reg is None:
+            raise TypeError("partial metadata: pass a nixlRegDList (or None for connection info)")
+        return reg
+
+    def get_partial_agent_metadata(
+        self, descs, inc_conn_info: bool = False, backends: list[str] = []  # noqa: B006
+    ) -> bytes:
+        return self.agent.getLocalPartialMD(
+            self._partial_descs(descs), inc_conn_info, self._handles(backends)
+        )
+
+    def add_remote_agent(self, metadata: bytes) -> bytes:
+        return self.agent.loadRemoteMD(metadata)
+
+    def remove_remote_agent(self, agent: Union[str, bytes]) -> None:
+        self.agent.invalidateRemoteMD(agent)
+
+    def send_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
+        self.agent.sendLocalMD(ip_addr, port)
+
+    def send_partial_agent_metadata(
+        self,
+        descs,
+        inc_conn_info: bool = False,
+        backends: list[str] = [],  # noqa: B006
+        ip_addr: str = "",
+        port: int = DEFAULT_COMM_PORT,
+        label: str = "",
+    ) -> None:
+        self.agent.sendLocalPartialMD(
+            self._partial_descs(descs), inc_conn_info, self._handles(backends), ip_addr, port, label
+        )
+
+    def fetch_remote_metadata(
+        self,
+        remote_agent_name: Union[str, bytes],
+        ip_addr: str = "",
+        port: int = DEFAULT_COMM_PORT,
+        label: str = "",
+    ) -> None:
+        self.agent.fetchRemoteMD(remote_agent_name, ip_addr, port, label)
+
+    def invalidate_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
+        self.agent.invalidateLocalMD(ip_addr, port)
+
+    def check_remote_metadata(self, remote_agent_name: Union[str, bytes], descs=None) -> bool:
+        if descs is None:
+            descs = nixlBind.nixlXferDList(nixlBind.DRAM_SEG)
+        else:
+            descs = self.get_xfer_descs(descs)
+            if descs is None:
+                raise TypeError("check_remote_metadata: could not make transfer descriptors")
+        return self.agent.checkRemoteMD(remote_agent_name, descs) == nixlBind.NIXL_SUCCESS
+
+    # Not in NIXL: the port the metadata listener bound (handy with listen_port=0).
+    @property
+    def listen_port(self) -> int:
+        return self.agent.getListenPort()
+
+    # ---- descriptors ----------------------------------------------------------------------
+
+    def _mem(self, mem_type):
+        if isinstance(mem_type, nixlBind.nixl_mem_t):
+            return mem_type
+        return self.nixl_mems[mem_type]  # KeyError for an unknown name, as in NIXL
+
+    def _make_descs(self, descs, mem_type, reg: bool):
+        cls = nixlBind.nixlRegDList if reg else nixlBind.nixlXferDList
+        what = "registration" if reg else "transfer"
+        arity = 4 if reg else 3
+        if isinstance(descs, cls):
+            return descs
+        if isinstance(descs, (nixlBind.nixlXferDList, nixlBind.nixlRegDList, nixlBind.nixlRemoteDList)):
+            if not reg and isinstance(descs, nixlBind.nixlRegDList):
+                return descs.trim()
+            logger.error("%s descriptors needed, got %s", what, type(descs).__name__)
+            return None
+        if isinstance(descs, np.ndarray):
+            if mem_type is None:
+                logger.error("Please specify a mem type if not using Tensors")
+                return None
+            if descs.ndim != 2 or descs.shape[-1] != 3:
+                logger.error("Please provide an Nx3 numpy array of (addr, len, dev)")
+                return None
+            return cls(self._mem(mem_type), np.ascontiguousarray(descs))
+        if _is_tensor(descs):
+            d, mem = _tensor_desc(descs)
+            if d is None:
+                logger.error("Cannot use tensor: %s", mem)
+                return None
+            return cls(self._mem(mem), [d + ("",)] if reg else [d])
+        if isinstance(descs, list):
+            if len(descs) == 0:
+                if mem_type is None:
+                    logger.error("Please specify a mem type for an empty list")
+                    return None
+                return cls(self._mem(mem_type))
+            first = descs[0]
+            if isinstance(first, tuple):
+                if mem_type is None:
+                    logger.error("Please specify a mem type if not using Tensors")
+                    return None
+                if len(first) != arity:
+                    logger.error("%d-tuple list needed for %s", arity, what)
+                    return None
+                return cls(self._mem(mem_type), descs)
+            if _is_tensor(first):
+                out = []
+                mem0 = None
+                dev0 = None
+                for t in descs:
+                    if not _is_tensor(t):
+                        logger.error("Please use a list of contiguous Tensors")
+                        return None
+                    d, mem = _tensor_desc(t)
+                    if d is None:
+                        logger.error("Cannot use tensor: %s", mem)
+                        return None
+                    if mem0 is None:
+                        mem0, dev0 = mem, d[2]
+                    elif mem != mem0 or d[2] != dev0:
+                        logger.error("Please use a list of Tensors on the same device")
+                        return None
+                    out.append(d + ("",) if reg else d)
+                return cls(self._mem(mem0), out)
+            logger.error("Please use a list of tuples or Tensors")
+            return None
+        logger.error("Unsupported %s descriptor input: %s", what, type(descs).__name__)
+        return None
+
+    def get_xfer_descs(self, descs, mem_type: Optional[str] = None) -> Optional[nixlBind.nixlXferDList]:
+        return self._make_descs(descs, mem_type, reg=False)
+
+    def get_reg_descs(self, descs, mem_type: Optional[str] = None) -> Optional[nixlBind.nixlRegDList]:
+        return self._make_descs(descs, mem_type, reg=True)
+
+    def get_remote_descs(self, descs, mem_type: Optional[str] = None):
+        if isinstance(descs, nixlBind.nixlRemoteDList):
+            return descs
+        if isinstance(descs, list) and (len(descs) == 0 or isinstance(descs[0], tuple)):
+            if mem_type is None:
+                logger.error("Please specify a mem type")
+                return None
+            if descs and len(descs[0]) != 4:
+                logger.error("4-tuple list (addr, len, dev, agent) needed for remote descriptors")
+                return None
+            return nixlBind.nixlRemoteDList(self._mem(mem_type), descs)
+        logger.error("Unsupported remote descriptor input: %s", type(descs).__name__)
+        return None
+
+    def get_serialized_descs(self, descs) -> bytes:
+        """Encodes a descriptor list with the library's codec (not pickle)."""
+        return nixlBind._serialize_descs(descs)
+
+    def deserialize_descs(self, serdes: bytes):
+        """Decodes ``get_serialized_descs`` output; raises nixlMismatchError on bad bytes."""
+        if not isinstance(serdes, (bytes, bytearray, memoryview)):
+            raise TypeError("deserialize_descs: pass bytes")
+        return nixlBind._deserialize_descs(bytes(serdes))
+
+
+__all__ = [
+    "DEFAULT_COMM_PORT",
+    "nixl_agent",
+    "nixl_agent_config",
+    "nixl_backend_handle",
+    "nixl_prepped_dlist_handle",
+    "nixl_thread_sync_t",
+    "nixl_xfer_handle",
+]
+

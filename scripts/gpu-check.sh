@@ -40,12 +40,12 @@ add_library(nixl_core INTERFACE)
 add_library(nixl::core ALIAS nixl_core)
 target_include_directories(nixl_core INTERFACE "$ROOT/include")
 target_link_libraries(nixl_core INTERFACE fmt::fmt Threads::Threads)
-set(NIXL_BUILD_BENCH ON)
 list(APPEND CMAKE_MODULE_PATH "$ROOT/cmake")
 enable_testing()
 include(NixlTesting)
 add_subdirectory("$ROOT/backends/cuda" cuda)
 add_subdirectory("$ROOT/tests/backends/cuda" cuda-tests)
+add_subdirectory("$ROOT/bench/cuda" cuda-bench)
 CM
   cmake -S "$BUILD/alone-src" -B "$BUILD/alone" $GEN -DCMAKE_BUILD_TYPE=Release \
     -DNIXL_CUDA_ARCHITECTURES="$ARCH"

@@ -1,0 +1,75 @@
+"""Two processes exchange metadata through the listener and move data over UCX."""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from nixl import _bindings as nb
+from nixl._api import nixl_agent, nixl_agent_config
+
+from conftest import wait_done, wait_for
+
+pytestmark = pytest.mark.skipif("UCX" not in nb._BUILT_BACKENDS, reason="needs UCX")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _read(proc, prefix, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+        if line.startswith("TIMEOUT"):
+            pytest.fail(f"peer: {line.strip()}")
+    err = proc.stderr.read() if proc.poll() is not None else ""
+    pytest.fail(f"peer never printed {prefix!r}; stderr: {err[-2000:]}")
+
+
+def test_two_processes_through_listener(unique_name):
+    n = 1 << 20
+    tgt_name = unique_name("ptgt")
+    ini_name = unique_name("pini")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "peer_target.py"), tgt_name, str(n), ini_name],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(_read(proc, "PORT "))
+        assert port > 0
+        remote_descs = bytes.fromhex(_read(proc, "DESCS "))
+
+        ini = nixl_agent(ini_name, nixl_agent_config(enable_listen_thread=True, listen_port=0))
+        assert ini.listen_port > 0
+        src = (np.arange(n, dtype=np.uint64) % 251).astype(np.uint8)
+        reg = ini.register_memory([(src.ctypes.data, n, 0, "")], "DRAM")
+
+        ini.fetch_remote_metadata(tgt_name, "127.0.0.1", port)
+        wait_for(lambda: ini.check_remote_metadata(tgt_name), timeout=20, what="remote metadata")
+        remote = ini.deserialize_descs(remote_descs)
+        assert remote.descCount() == 1 and remote[0][1] == n
+        assert ini.check_remote_metadata(tgt_name, remote)
+        ini.send_local_metadata("127.0.0.1", port)
+
+        h = ini.initialize_xfer("WRITE", reg.trim(), remote, tgt_name, b"written")
+        ini.transfer(h)
+        assert wait_done(ini, h, timeout=20) == "DONE"
+        assert _read(proc, "DATA ") == "OK"
+        assert _read(proc, "KNOWN") == ""
+        h.release()
+
+        ini.invalidate_local_metadata("127.0.0.1", port)
+        assert _read(proc, "GONE") == ""
+        assert proc.wait(timeout=20) == 0
+        ini.deregister_memory(reg)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

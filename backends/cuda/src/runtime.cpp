@@ -77,20 +77,20 @@ struct device_table {
 
 const device_table& table() noexcept {
   static const device_table t = [] {
-    device_table t;
+    device_table out;
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       try {
-        t.reason = fmt::format("cudaGetDeviceCount: {}", describe(e));
+        out.reason = fmt::format("cudaGetDeviceCount: {}", describe(e));
       } catch (...) {
       }
-      return t;
+      return out;
     }
     if (n == 0) {
-      t.reason = "cudaGetDeviceCount: no CUDA device is visible to this process";
-      return t;
+      out.reason = "cudaGetDeviceCount: no CUDA device is visible to this process";
+      return out;
     }
     for (int i = 0; i < n; ++i) {
       cudaDeviceProp p{};
@@ -104,10 +104,10 @@ const device_table& table() noexcept {
       d.sm_count = p.multiProcessorCount;
       d.name = p.name;
       d.pci = fmt::format("{:04x}:{:02x}:{:02x}.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
-      t.list.push_back(std::move(d));
+      out.list.push_back(std::move(d));
     }
-    if (t.list.empty()) t.reason = "cudaGetDeviceProperties failed for every device";
-    return t;
+    if (out.list.empty()) out.reason = "cudaGetDeviceProperties failed for every device";
+    return out;
   }();
   return t;
 }
@@ -177,15 +177,15 @@ uuid read_boot_id() noexcept {
 
 const host_identity& self() noexcept {
   static const host_identity id = [] {
-    host_identity id;
-    id.boot_id = read_boot_id();
+    host_identity me;
+    me.boot_id = read_boot_id();
     char host[256] = {};
-    if (::gethostname(host, sizeof(host) - 1) == 0) id.hostname = host;
+    if (::gethostname(host, sizeof(host) - 1) == 0) me.hostname = host;
     std::random_device rd;
-    id.process_token =
+    me.process_token =
         (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
-    if (id.process_token == 0) id.process_token = 1;
-    return id;
+    if (me.process_token == 0) me.process_token = 1;
+    return me;
   }();
   return id;
 }

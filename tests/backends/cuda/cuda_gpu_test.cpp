@@ -442,3 +442,51 @@ TEST_CASE("cuda gpu: typed lists pick the CUDA backend at compile time", "[cuda]
     bad += got[i] != ((i % 8192) < 4096 ? pattern(1, i) : pattern(2, i));
   CHECK(bad == 0);
 }
+
+TEST_CASE("cuda gpu: one request over two GPUs; a request released in flight completes first",
+          "[cuda][gpu]") {
+  NEED_GPUS(1);
+  const int d1 = backend::device_count() > 1 ? 1 : 0;
+  const std::size_t n = 8u << 20;
+  gpu_buffer a0(n, 0), a1(n, d1), t(2 * n, 0);
+  a0.fill_pattern(1);
+  a1.fill_pattern(2);
+  t.fill_pattern(3);
+  agent a("lanes");
+  a.create_backend("CUDA");
+  a.register_memory(reg(mem_kind::vram, a0.addr(), n, 0));
+  a.register_memory(reg(mem_kind::vram, a1.addr(), n, static_cast<std::uint64_t>(d1)));
+  a.register_memory(reg(mem_kind::vram, t.addr(), 2 * n, 0));
+  // local descriptors alternate between the GPUs (one lane each), small and large ones
+  std::vector<nixl::desc> l, r;
+  std::vector<std::uint32_t> seeds;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const std::size_t len = i % 8 == 3 ? (2u << 20) : 65536;
+    const std::size_t off = i * 65536;
+    const gpu_buffer& src = i % 2 == 0 ? a0 : a1;
+    if (off + len > n || at + len + 64 > t.n) continue;
+    l.push_back({src.addr(off), len, static_cast<std::uint64_t>(src.dev)});
+    r.push_back({t.addr(at), len, 0});
+    at += len + 64;  // gaps: nothing merges
+    seeds.push_back(i % 2 == 0 ? 1 : 2);
+  }
+  REQUIRE(l.size() > 32);
+  {
+    auto req = a.create_request(xfer_op::write, nixl::xfer_dlist(mem_kind::vram, l),
+                                nixl::xfer_dlist(mem_kind::vram, r), "lanes");
+    req.post();
+    // released while in flight: release waits for the copies before freeing their state
+  }
+  auto got = t.download(0, t.n);
+  std::vector<std::uint8_t> want(t.n);
+  fill(want, 3);
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const std::size_t so = l[i].addr - (seeds[i] == 1 ? a0.addr() : a1.addr());
+    for (std::size_t k = 0; k < l[i].len; ++k)
+      want[r[i].addr - t.addr() + k] = pattern(seeds[i], so + k);
+  }
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+  CHECK(bad == 0);
+}

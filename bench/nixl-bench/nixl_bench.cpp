@@ -106,6 +106,7 @@ struct options {
   int initiator_gpu = 0;
   int target_gpu = 0;
   std::string baseline = "auto";
+  int fio_runtime = 1;
   std::string output_format = "table";
   std::string csv, json, plot;
   bool progress = false;
@@ -588,14 +589,16 @@ baseline_result memcpy_baseline(std::uint8_t* src, std::uint8_t* dst, const nb::
   return {bytes / us / 1e3, us / p.iters};
 }
 
-baseline_result fio_baseline(const std::string& path, const nb::point& p, bool read) {
-  // One fio job over the same file: `batch` blocks per pass, io_uring, queue depth = batch.
+baseline_result fio_baseline(const std::string& path, const nb::point& p, bool read, int seconds) {
+  // One fio job over the same file and range: `batch` blocks, io_uring, queue depth = batch,
+  // looping over the range for a fixed time (fio reports times in whole milliseconds, so a
+  // short job would say nothing).
   const std::size_t size = p.block * p.batch;
   const std::string cmd = fmt::format(
-      "fio --name=nixl-bench --filename='{}' --rw={} --bs={} --size={} --loops={} "
-      "--ioengine=io_uring --iodepth={} --invalidate=0 --output-format=json 2>/dev/null",
-      path, read ? "read" : "write", p.block, size, p.iters + p.warmup,
-      std::min<std::size_t>(p.batch, 256));
+      "fio --name=nixl-bench --filename='{}' --rw={} --bs={} --size={} --time_based "
+      "--runtime={} --ioengine=io_uring --iodepth={} --invalidate=0 --output-format=json "
+      "2>/dev/null",
+      path, read ? "read" : "write", p.block, size, seconds, std::min<std::size_t>(p.batch, 256));
   std::FILE* f = ::popen(cmd.c_str(), "r");
   if (f == nullptr) return {};
   std::string out;
@@ -609,8 +612,8 @@ baseline_result fio_baseline(const std::string& path, const nb::point& p, bool r
     auto j = nlohmann::json::parse(out.substr(out.find('{')));
     const auto& job = j.at("jobs").at(0).at(read ? "read" : "write");
     const double bw = job.at("bw_bytes").get<double>();
-    const double runtime_ms = job.at("runtime").get<double>();
-    return {bw / 1e9, runtime_ms * 1e3 / (p.iters + p.warmup)};
+    if (bw <= 0) return {};
+    return {bw / 1e9, static_cast<double>(size) / bw * 1e6};
   } catch (const std::exception& e) {
     fmt::print(stderr, "nixl-bench: cannot read fio's output: {}\n", e.what());
     return {};
@@ -861,7 +864,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   } else if (o.baseline == "fio") {
     if (auto* lt = dynamic_cast<local_target*>(&tgt);
         lt && lt->seg().kind() == nixl::mem_kind::file) {
-      auto b = fio_baseline(lt->seg().path(), bp, op == nixl::xfer_op::read);
+      auto b = fio_baseline(lt->seg().path(), bp, op == nixl::xfer_op::read, o.fio_runtime);
       row.base_gbps = b.gbps;
       row.base_us = b.us;
     }
@@ -1053,6 +1056,8 @@ int main(int argc, char** argv) {
   app.add_option("--baseline", o.baseline,
                  "auto (memcpy for DRAM, fio for FILE, cuda for VRAM), memcpy, fio, cuda, none")
       ->check(CLI::IsMember({"auto", "memcpy", "fio", "cuda", "none"}));
+  app.add_option("--fio_runtime", o.fio_runtime, "seconds of each fio baseline run")
+      ->check(CLI::PositiveNumber);
   app.add_option("--output_format", o.output_format, "table, csv or json on stdout")
       ->check(CLI::IsMember({"table", "csv", "json"}));
   app.add_option("--csv", o.csv, "also write CSV here");

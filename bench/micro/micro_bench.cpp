@@ -1,0 +1,254 @@
+// Per-request costs of the agent and request layers, over a backend that moves nothing
+// (noop_backend.hpp): making a request (run-time and typed paths, from lists or from prepared
+// lists with indices), post + status, release, and preparing lists of 1, 256, 65536 and 1M
+// descriptors. Descriptors are 64 bytes with 64-byte gaps, so none are merged.
+//
+//   nixl_micro_bench [--benchmark_filter=...] [--benchmark_format=json]
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include <nixl/agent.hpp>
+
+#include "noop_backend.hpp"
+
+namespace {
+
+using noop = nixl::bench::noop_backend;
+using agent = nixl::agent<noop>;
+
+constexpr std::uintptr_t local_base = std::uintptr_t{1} << 32;
+constexpr std::uintptr_t remote_base = std::uintptr_t{1} << 40;
+constexpr std::size_t span = std::size_t{1} << 30;  // fake addresses: nothing is touched
+constexpr std::size_t len = 64, stride = 128;
+
+/// One agent per `polls` setting, its range registered once.
+agent& the_agent(int polls = 0) {
+  static std::map<int, std::unique_ptr<agent>> agents;
+  auto& a = agents[polls];
+  if (!a) {
+    a = std::make_unique<agent>("micro-" + std::to_string(polls));
+    a->create_backend<noop>({{"polls", std::to_string(polls)}});
+    a->register_memory(
+        nixl::reg_list<nixl::dram_t>{{{local_base, span, 0}, ""}, {{remote_base, span, 0}, ""}});
+  }
+  return *a;
+}
+
+nixl::xfer_list<nixl::dram_t> make_list(std::uintptr_t base, std::size_t n) {
+  nixl::xfer_list<nixl::dram_t> l;
+  l.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) l.push_back({base + i * stride, len, 0});
+  return l;
+}
+
+/// Cached pair of lists of `n` descriptors.
+const std::pair<nixl::xfer_list<nixl::dram_t>, nixl::xfer_list<nixl::dram_t>>& lists(
+    std::size_t n) {
+  static std::map<std::size_t,
+                  std::pair<nixl::xfer_list<nixl::dram_t>, nixl::xfer_list<nixl::dram_t>>>
+      cache;
+  auto it = cache.find(n);
+  if (it == cache.end())
+    it =
+        cache.emplace(n, std::make_pair(make_list(local_base, n), make_list(remote_base, n))).first;
+  return it->second;
+}
+
+nixl::xfer_options opts() {
+  nixl::xfer_options o;
+  o.backends = {"NOOP"};
+  return o;
+}
+
+void counts(benchmark::State& s, std::size_t n) {
+  s.SetItemsProcessed(static_cast<std::int64_t>(s.iterations() * n));
+  s.counters["descs"] = static_cast<double>(n);
+}
+
+// ---- prep: resolving a list once ------------------------------------------------------------
+
+void prepare_list_local(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto n = static_cast<std::size_t>(s.range(0));
+  const nixl::xfer_dlist& l = lists(n).first;
+  for (auto _ : s) {
+    auto p = a.prepare_list(l);
+    benchmark::DoNotOptimize(p);
+  }
+  counts(s, n);
+}
+BENCHMARK(prepare_list_local)
+    ->Arg(1)
+    ->Arg(256)
+    ->Arg(65536)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+
+void prepare_list_remote(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto n = static_cast<std::size_t>(s.range(0));
+  const nixl::xfer_dlist& r = lists(n).second;
+  for (auto _ : s) {
+    auto p = a.prepare_list(a.name(), r);
+    benchmark::DoNotOptimize(p);
+  }
+  counts(s, n);
+}
+BENCHMARK(prepare_list_remote)
+    ->Arg(1)
+    ->Arg(256)
+    ->Arg(65536)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+
+// ---- make: a request from two lists (includes its release at the end of the iteration) -----
+
+void create_request(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto n = static_cast<std::size_t>(s.range(0));
+  const auto& [l, r] = lists(n);
+  const auto o = opts();
+  for (auto _ : s) {
+    auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
+                              static_cast<const nixl::xfer_dlist&>(r), a.name(), o);
+    benchmark::DoNotOptimize(q);
+  }
+  counts(s, n);
+}
+BENCHMARK(create_request)
+    ->Arg(1)
+    ->Arg(256)
+    ->Arg(65536)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+
+void create_request_typed(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto n = static_cast<std::size_t>(s.range(0));
+  const auto& [l, r] = lists(n);
+  for (auto _ : s) {
+    auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
+    benchmark::DoNotOptimize(q);
+  }
+  counts(s, n);
+}
+BENCHMARK(create_request_typed)
+    ->Arg(1)
+    ->Arg(256)
+    ->Arg(65536)
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond);
+
+// ---- make from prepared lists with indices ----------------------------------------------------
+
+void make_request(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto n = static_cast<std::size_t>(s.range(0));
+  const auto& [l, r] = lists(n);
+  auto pl = a.prepare_list(static_cast<const nixl::xfer_dlist&>(l));
+  auto pr = a.prepare_list(a.name(), static_cast<const nixl::xfer_dlist&>(r));
+  std::vector<int> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  const auto o = opts();
+  for (auto _ : s) {
+    auto q = a.make_request(nixl::xfer_op::write, pl, idx, pr, idx, o);
+    benchmark::DoNotOptimize(q);
+  }
+  counts(s, n);
+}
+BENCHMARK(make_request)->Arg(1)->Arg(256)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
+
+// ---- post and status --------------------------------------------------------------------------
+
+/// post() then status() until done; polls = how often the backend says in_progress first.
+void post_status(benchmark::State& s) {
+  const int polls = static_cast<int>(s.range(0));
+  auto& a = the_agent(polls);
+  const auto& [l, r] = lists(1);
+  auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
+                            static_cast<const nixl::xfer_dlist&>(r), a.name(), opts());
+  for (auto _ : s) {
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(st);
+  }
+  s.SetItemsProcessed(s.iterations());
+}
+BENCHMARK(post_status)->Arg(0)->Arg(1)->ArgName("polls");
+
+void post_status_typed(benchmark::State& s) {
+  const int polls = static_cast<int>(s.range(0));
+  auto& a = the_agent(polls);
+  const auto& [l, r] = lists(1);
+  auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
+  for (auto _ : s) {
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(st);
+  }
+  s.SetItemsProcessed(s.iterations());
+}
+BENCHMARK(post_status_typed)->Arg(0)->Arg(1)->ArgName("polls");
+
+/// status() of a finished request: the sticky fast path.
+void status_done(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto& [l, r] = lists(1);
+  auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
+                            static_cast<const nixl::xfer_dlist&>(r), a.name(), opts());
+  (void)q.post();
+  for (auto _ : s) benchmark::DoNotOptimize(q.status());
+}
+BENCHMARK(status_done);
+
+// ---- release ----------------------------------------------------------------------------------
+
+/// release() of one made (and completed) request; requests are made 1024 at a time, untimed.
+void release(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto& [l, r] = lists(1);
+  const auto o = opts();
+  std::vector<agent::xfer_request> pool;
+  std::size_t next = 0;
+  for (auto _ : s) {
+    if (next == pool.size()) {
+      s.PauseTiming();
+      pool.clear();
+      for (int i = 0; i < 1024; ++i) {
+        pool.push_back(a.create_request(nixl::xfer_op::write,
+                                        static_cast<const nixl::xfer_dlist&>(l),
+                                        static_cast<const nixl::xfer_dlist&>(r), a.name(), o));
+        (void)pool.back().post();
+      }
+      next = 0;
+      s.ResumeTiming();
+    }
+    benchmark::DoNotOptimize(pool[next++].release());
+  }
+}
+BENCHMARK(release);
+
+/// The whole one-shot life of a 1-descriptor request: make, post, status, release.
+void lifecycle(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto& [l, r] = lists(1);
+  const auto o = opts();
+  for (auto _ : s) {
+    auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
+                              static_cast<const nixl::xfer_dlist&>(r), a.name(), o);
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(q.release());
+  }
+}
+BENCHMARK(lifecycle);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -363,20 +363,13 @@ class nixl_agent:
         return nixl_xfer_handle(h, self)
 
     def transfer(self, handle, notif_msg: bytes = b"") -> str:
-        status = self.agent.postXferReq(_raw(handle), notif_msg)
-        if status == nixlBind.NIXL_SUCCESS:
-            return _DONE
-        if status == nixlBind.NIXL_IN_PROG:
-            return _PROC
-        return _ERR
+        # Negative statuses raise in the binding; 0 is NIXL_SUCCESS, 1 NIXL_IN_PROG.
+        status = self.agent._post(handle, notif_msg)
+        return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
     def check_xfer_state(self, handle) -> str:
-        status = self.agent.getXferStatus(_raw(handle))
-        if status == nixlBind.NIXL_SUCCESS:
-            return _DONE
-        if status == nixlBind.NIXL_IN_PROG:
-            return _PROC
-        return _ERR
+        status = self.agent._status(handle)
+        return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
     def estimate_xfer_cost(self, handle) -> tuple[int, int, str]:
         dur, margin, method = self.agent.estimateXferCost(_raw(handle))

@@ -1059,6 +1059,17 @@ PYBIND11_MODULE(_bindings, m) {
                               "releaseMemView: the GPU device API is not part of this build");
           },
           py::arg("mem_view"))
+      // Fast forms for nixl._api: the status as a plain int (no enum object to build/compare).
+      .def(
+          "_post",
+          [](py_agent& a, std::uintptr_t h, const std::string& notif) {
+            return static_cast<int>(a.post(h, notif));
+          },
+          py::arg("req"), py::arg("notif_msg") = std::string())
+      .def(
+          "_status",
+          [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.xfer_status(h)); },
+          py::arg("req"))
       // Not in NIXL: the port the metadata listener bound (useful with listenPort 0).
       .def("getListenPort", [](py_agent& a) { return a.get().listen_port(); })
       .def("getName", [](py_agent& a) { return a.get().name(); })

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the Python module with the CUDA backend and runs the pytest suite on a GPU machine
+# (CUDA tensors move through the CUDA backend in test_torch.py). One command:
+#   tests/python/gpu-check.sh
+# Uses the python3 on PATH (the one with torch) and pip's or Debian's pybind11. Tries UCX, POSIX
+# and the metadata service too; without their headers it builds with CUDA alone.
+# Logs go to $OUT when set (else $BUILD/out).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-/tmp/nixl-py-gpu-build}
+OUT=${OUT:-$BUILD/out}
+ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
+JOBS=${JOBS:-$(nproc)}
+PY=${PYTHON:-$(command -v python3)}
+mkdir -p "$BUILD" "$OUT"
+GEN=""
+command -v ninja >/dev/null && GEN="-G Ninja"
+
+configure() {  # $1: ON/OFF for UCX, POSIX and metadata
+  cmake -S "$ROOT" -B "$BUILD/b$1" $GEN -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY" \
+    -DNIXL_WITH_CUDA=ON -DNIXL_WITH_UCX="$1" -DNIXL_WITH_POSIX="$1" -DNIXL_WITH_METADATA="$1" \
+    -DNIXL_BUILD_PYTHON=ON -DNIXL_BUILD_TESTS=OFF -DNIXL_BUILD_EXAMPLES=OFF -DNIXL_BUILD_BENCH=OFF \
+    -DNIXL_CUDA_ARCHITECTURES="$ARCH"
+}
+B=""
+for with in ON OFF; do
+  if configure $with >>"$OUT/py-build.log" 2>&1 && \
+     cmake --build "$BUILD/b$with" -j "$JOBS" --target nixl_python >>"$OUT/py-build.log" 2>&1; then
+    B="$BUILD/b$with"
+    break
+  fi
+  echo "build with UCX/POSIX/metadata=$with failed" | tee -a "$OUT/py-build.log"
+done
+if [ -z "$B" ]; then
+  grep -E 'Error|error|not found|FAILED' -A3 "$OUT/py-build.log" | head -60
+  exit 1
+fi
+echo "built in $B: $(PYTHONPATH=$B/python "$PY" -c 'import nixl._bindings as b; print(b._BUILT_BACKENDS)')"
+PYTHONPATH="$B/python" "$PY" -m pytest -v -p no:cacheprovider -rs "$ROOT/tests/python" 2>&1 \
+  | tee "$OUT/py-tests.log" | grep -E 'PASS|FAIL|SKIP|ERROR|passed|failed'
+exit "${PIPESTATUS[0]}"

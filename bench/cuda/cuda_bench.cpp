@@ -250,6 +250,47 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("# descriptors of the crossover table are 'size' apart, so none merge\n");
+  // ---- 4. copy engines in parallel ---------------------------------------------------------
+  // One copy split over k streams of the source GPU (push) or of the destination GPU (pull).
+  if (ndev > 1) {
+    std::printf("\n## one copy split over k streams, GPU 0 -> GPU 1, GB/s (runtime calls only)\n");
+    std::printf("%-10s %10s %10s %10s %10s %10s %10s\n", "size", "push k=1", "push k=2", "push k=4",
+                "pull k=1", "pull k=2", "pull k=4");
+    cudaStream_t ss[2][4];
+    cudaEvent_t ee[2][4];
+    for (int dv = 0; dv < 2; ++dv) {
+      must(cudaSetDevice(dv), "cudaSetDevice");
+      for (int i = 0; i < 4; ++i) {
+        must(cudaStreamCreateWithFlags(&ss[dv][i], cudaStreamNonBlocking), "cudaStreamCreate");
+        must(cudaEventCreateWithFlags(&ee[dv][i], cudaEventDisableTiming), "cudaEventCreate");
+      }
+    }
+    for (std::size_t n : {std::size_t{16} << 20, std::size_t{64} << 20, std::size_t{256} << 20}) {
+      std::printf("%-10s", (std::to_string(n >> 20) + " MiB").c_str());
+      for (int dv = 0; dv < 2; ++dv)
+        for (int k : {1, 2, 4}) {
+          const double t = median_us(reps_for(n, quick), [&] {
+            const std::size_t part = n / k;
+            for (int i = 0; i < k; ++i) {
+              must(
+                  cudaMemcpyPeerAsync(reinterpret_cast<void*>(t1.at(i * part)), 1,
+                                      reinterpret_cast<void*>(s0.at(i * part)), 0, part, ss[dv][i]),
+                  "cudaMemcpyPeerAsync");
+              must(cudaEventRecord(ee[dv][i], ss[dv][i]), "cudaEventRecord");
+            }
+            for (int i = 0; i < k; ++i) {
+              cudaError_t e;
+              while ((e = cudaEventQuery(ee[dv][i])) == cudaErrorNotReady) {
+              }
+              must(e, "cudaEventQuery");
+            }
+          });
+          std::printf(" %10.1f", n / t / 1e3);
+        }
+      std::printf("\n");
+    }
+  }
+
   cudaEventDestroy(ev);
   cudaStreamDestroy(st0);
   return 0;

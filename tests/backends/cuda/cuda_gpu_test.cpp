@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "cuda_support.hpp"
 #include "nixl_test/catch.hpp"
@@ -413,6 +415,8 @@ TEST_CASE("cuda gpu: two processes (CUDA IPC), sub-range target, notification", 
   ::waitpid(c.pid, &st, 0);
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 0);
+  // the peer is gone: its notification socket refuses
+  CHECK(code_of([&] { a.notify("peer", "late"); }) == status::remote_disconnect);
   ::close(c.to);
   ::close(c.from);
 }
@@ -488,5 +492,56 @@ TEST_CASE("cuda gpu: one request over two GPUs; a request released in flight com
   }
   std::size_t bad = 0;
   for (std::size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+  CHECK(bad == 0);
+}
+
+TEST_CASE("cuda gpu: requests made and posted from several threads (rw mode)", "[cuda][gpu]") {
+  NEED_GPUS(1);
+  const int d1 = backend::device_count() > 1 ? 1 : 0;
+  const std::size_t n = 16u << 20, threads = 4, slice = n / threads;
+  gpu_buffer src(n, 0), dst(n, d1);
+  src.fill_pattern(1);
+  dst.fill_pattern(2);
+  nixl::agent_config cfg;
+  cfg.sync = nixl::thread_sync::rw;
+  agent a("mt", cfg);
+  a.create_backend("CUDA");
+  a.register_memory(reg(mem_kind::vram, src.addr(), n, 0));
+  a.register_memory(reg(mem_kind::vram, dst.addr(), n, static_cast<std::uint64_t>(d1)));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        // thread t: 64 small descriptors and one large one inside its slice
+        std::vector<nixl::desc> l, r;
+        const std::size_t base = t * slice;
+        for (std::size_t i = 0; i < 64; ++i) {
+          l.push_back({src.addr(base + i * 8192), 4096, 0});
+          r.push_back({dst.addr(base + i * 8192), 4096, static_cast<std::uint64_t>(d1)});
+        }
+        l.push_back({src.addr(base + slice / 2), slice / 2, 0});
+        r.push_back({dst.addr(base + slice / 2), slice / 2, static_cast<std::uint64_t>(d1)});
+        for (int rep = 0; rep < 20; ++rep) {
+          auto req = a.create_request(xfer_op::write, nixl::xfer_dlist(mem_kind::vram, l),
+                                      nixl::xfer_dlist(mem_kind::vram, r), "mt");
+          for (int k = 0; k < 5; ++k) {
+            req.post();
+            if (wait(req) != status::success) ++failures;
+          }
+        }
+      } catch (...) {
+        ++failures;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures.load() == 0);
+  auto got = dst.download(0, n);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t in_slice = i % slice;
+    const bool written = in_slice >= slice / 2 || (in_slice % 8192) < 4096;
+    bad += got[i] != (written ? pattern(1, i) : pattern(2, i));
+  }
   CHECK(bad == 0);
 }

@@ -221,6 +221,13 @@ config config::from_params(const params& p) {
     } else if (key == "engine_config") {
       parse_engine_config(value);  // validates
       c.engine_config = value;
+    } else if (key == "progress_spin_us") {
+      long long us = -1;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
+      if (ec != std::errc{} || ptr != value.data() + value.size() || us < 0 || us > 1000000)
+        raise(status::invalid_param,
+              "UCX parameter progress_spin_us='{}': use microseconds from 0 to 1000000", value);
+      c.progress_spin = std::chrono::microseconds(us);
     } else if (key == "enable_prog_thread") {
       c.enable_prog_thread = parse_bool(key, value);
     } else {
@@ -236,6 +243,7 @@ params config::to_params() const {
   p["device_list"] = device_list;
   p["ucx_error_handling_mode"] = std::string(to_string(error_handling));
   p["engine_config"] = engine_config;
+  p["progress_spin_us"] = std::to_string(progress_spin.count());
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
 }
@@ -432,26 +440,33 @@ void engine::wake() noexcept {
 void engine::run() noexcept {
   ::pthread_setname_np(::pthread_self(), "nixl-ucx-prog");
   epoll_event evs[16];
+  const std::int64_t spin_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
+  std::int64_t last_work = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Announce the sleep before the last progress pass, so that a post() racing with it either
     // is seen by this pass or sees `sleeping_` and wakes us.
     sleeping_.store(true, std::memory_order_seq_cst);
-    for (auto& w : workers_)
-      while (ucp_worker_progress(w.get()) != 0) {
-      }
+    // Bounded passes: operations stuck on a dead peer can keep a worker "busy" forever, and the
+    // process watch below must still be read.
     bool busy = false;
-    for (auto& w : workers_) {
-      const ucs_status_t s = ucp_worker_arm(w.get());
-      if (s == UCS_ERR_BUSY)
-        busy = true;
-      else if (s != UCS_OK)
-        log_ucs(s, "ucp_worker_arm");
-    }
+    for (auto& w : workers_)
+      for (int k = 0; k < 64 && ucp_worker_progress(w.get()) != 0; ++k) busy = true;
     if (busy) {
-      sleeping_.store(false, std::memory_order_relaxed);
-      continue;
+      last_work = now_ns();
+    } else if (now_ns() - last_work < spin_ns) {
+      busy = true;  // keep polling for a while: the next message of a burst is likely near
     }
-    const int n = ::epoll_wait(epoll_fd_, evs, 16, timeout_ms_);
+    if (!busy) {
+      for (auto& w : workers_) {
+        const ucs_status_t s = ucp_worker_arm(w.get());
+        if (s == UCS_ERR_BUSY)
+          busy = true;
+        else if (s != UCS_OK)
+          log_ucs(s, "ucp_worker_arm");
+      }
+    }
+    const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : timeout_ms_);
     sleeping_.store(false, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;
@@ -472,7 +487,7 @@ void engine::run() noexcept {
 
 void engine::progress_all() noexcept {
   for (auto& w : workers_)
-    while (ucp_worker_progress(w.get()) != 0) {
+    for (int k = 0; k < 64 && ucp_worker_progress(w.get()) != 0; ++k) {
     }
   if (!thread_.joinable()) {
     std::vector<peer_state*> watched;
@@ -749,6 +764,51 @@ void engine::notify(peer_state* p, std::string_view msg) {
   }
 }
 
+std::pair<void*, ucp_mem_h> engine::allocate(std::size_t bytes) {
+  if (bytes == 0) raise(status::invalid_param, "UCX allocate: zero bytes; ask for at least one");
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                  UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  mp.address = nullptr;
+  mp.length = bytes;
+  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h memh = nullptr;
+  if (const ucs_status_t s = ucp_mem_map(ctx_.get(), &mp, &memh); s != UCS_OK)
+    raise(status::backend, "UCX allocate: ucp_mem_map(ALLOCATE, {} bytes): {}", bytes,
+          ucs_status_string(s));
+  ucp_mem_attr_t ma{};
+  ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  if (const ucs_status_t s = ucp_mem_query(memh, &ma); s != UCS_OK) {
+    NIXL_UCS_LOG(ucp_mem_unmap(ctx_.get(), memh));
+    raise(status::backend, "UCX allocate: ucp_mem_query: {}", ucs_status_string(s));
+  }
+  std::lock_guard lk(alloc_mu_);
+  allocs_[reinterpret_cast<std::uintptr_t>(ma.address)] = {bytes, memh};
+  return {ma.address, memh};
+}
+
+void engine::free_allocation(void* addr) noexcept {
+  ucp_mem_h memh = nullptr;
+  {
+    std::lock_guard lk(alloc_mu_);
+    auto it = allocs_.find(reinterpret_cast<std::uintptr_t>(addr));
+    if (it == allocs_.end()) return;
+    memh = it->second.second;
+    allocs_.erase(it);
+  }
+  NIXL_UCS_LOG(ucp_mem_unmap(ctx_.get(), memh));
+}
+
+ucp_mem_h engine::allocation_of(std::uintptr_t addr, std::size_t len) noexcept {
+  std::lock_guard lk(alloc_mu_);
+  auto it = allocs_.upper_bound(addr);
+  if (it == allocs_.begin()) return nullptr;
+  --it;
+  const std::uintptr_t base = it->first;
+  const std::size_t size = it->second.first;
+  return addr >= base && len <= size && addr - base <= size - len ? it->second.second : nullptr;
+}
+
 std::string engine::endpoint_info(const peer_state* p) const {
   if (p == nullptr || p->eps.empty()) return {};
   char* buf = nullptr;
@@ -768,9 +828,10 @@ std::string engine::endpoint_info(const peer_state* p) const {
 // backend: setup path
 
 params backend::default_params() {
-  return {{"num_workers", "1"},  {"device_list", ""},
-          {"ucx_devices", ""},   {"ucx_error_handling_mode", "auto"},
-          {"engine_config", ""}, {"enable_prog_thread", "true"}};
+  return {{"num_workers", "1"},      {"device_list", ""},
+          {"ucx_devices", ""},       {"ucx_error_handling_mode", "auto"},
+          {"engine_config", ""},     {"enable_prog_thread", "true"},
+          {"progress_spin_us", "20"}};
 }
 
 backend::backend(const config& cfg, const backend_context& ctx)
@@ -790,20 +851,25 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
     raise(status::invalid_param,
           "UCX register_region: empty region (addr {:#x}, len {}); register a non-null range",
           d.addr, d.len);
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = reinterpret_cast<void*>(d.addr);
-  mp.length = d.len;
-  if (kind == mem_kind::vram) {
-    mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-    mp.memory_type = UCS_MEMORY_TYPE_CUDA;
-  }
-  ucp_mem_h memh = nullptr;
-  if (const ucs_status_t s = ucp_mem_map(eng_->context(), &mp, &memh); s != UCS_OK)
-    raise(status::backend, "UCX register_region: ucp_mem_map({:#x}, {} bytes): {}", d.addr, d.len,
-          ucs_status_string(s));
   region r;
-  r.memh = detail::mem_handle(eng_->context(), memh);
+  // Memory from allocate() is registered already (and mapped through shared memory).
+  ucp_mem_h memh = kind == mem_kind::dram ? eng_->allocation_of(d.addr, d.len) : nullptr;
+  if (memh != nullptr) {
+    r.memh = detail::mem_handle::borrowed(memh);
+  } else {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = reinterpret_cast<void*>(d.addr);
+    mp.length = d.len;
+    if (kind == mem_kind::vram) {
+      mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+      mp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    if (const ucs_status_t s = ucp_mem_map(eng_->context(), &mp, &memh); s != UCS_OK)
+      raise(status::backend, "UCX register_region: ucp_mem_map({:#x}, {} bytes): {}", d.addr, d.len,
+            ucs_status_string(s));
+    r.memh = detail::mem_handle(eng_->context(), memh);
+  }
   r.range = d;
   r.kind = kind;
   void* packed = nullptr;
@@ -992,6 +1058,15 @@ void backend::progress() noexcept {
 
 std::string backend::endpoint_info(const peer& p) const {
   return eng_->endpoint_info(p.state);
+}
+
+memory backend::allocate(std::size_t bytes) {
+  auto [addr, memh] = eng_->allocate(bytes);
+  return memory(eng_.get(), addr, bytes);
+}
+
+memory::~memory() {
+  if (eng_ != nullptr && addr_ != nullptr) eng_->free_allocation(addr_);
 }
 
 }  // namespace nixl::ucx

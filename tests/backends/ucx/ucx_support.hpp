@@ -75,3 +75,137 @@ inline std::span<const std::byte> bytes_of(const std::string& s) noexcept {
 }
 
 }  // namespace ucx_test
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace ucx_test {
+
+inline std::uint64_t fnv(const void* p, std::size_t n) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// A child process running the target helper, driven over its stdin/stdout.
+class peer_process {
+ public:
+  peer_process(const std::string& exe, std::vector<std::string> args) {
+    int in[2], out[2];
+    ::signal(SIGPIPE, SIG_IGN);
+    if (::pipe(in) != 0 || ::pipe(out) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork");
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[0]);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(exe.c_str()));
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    // "MD <len> <addr>\n" + metadata
+    std::istringstream hdr(line());
+    std::string tag;
+    std::size_t n = 0;
+    hdr >> tag >> n >> remote_addr_;
+    if (tag != "MD") throw std::runtime_error("peer helper did not start: " + tag);
+    metadata_.resize(n);
+    read_exact(metadata_.data(), n);
+  }
+  ~peer_process() {
+    if (pid_ > 0) {
+      if (alive_) {
+        send("QUIT");
+        ::close(to_);
+        to_ = -1;
+        int st = 0;
+        for (int i = 0; i < 500 && ::waitpid(pid_, &st, WNOHANG) == 0; ++i) ::usleep(10000);
+        if (::waitpid(pid_, &st, WNOHANG) == 0) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &st, 0);
+        }
+      }
+    }
+    if (to_ >= 0) ::close(to_);
+    if (from_ >= 0) ::close(from_);
+  }
+  peer_process(const peer_process&) = delete;
+  peer_process& operator=(const peer_process&) = delete;
+
+  const std::string& metadata() const noexcept { return metadata_; }
+  std::uintptr_t remote_addr() const noexcept { return remote_addr_; }
+  pid_t pid() const noexcept { return pid_; }
+
+  void send(const std::string& s) {
+    std::string l = s + "\n";
+    write_all(l.data(), l.size());
+  }
+  void send_blob(const std::string& b) { write_all(b.data(), b.size()); }
+  /// Sends a command and returns the first reply line.
+  std::string ask(const std::string& cmd) {
+    send(cmd);
+    return line();
+  }
+  std::string line() {
+    std::string s;
+    char c;
+    for (;;) {
+      const auto r = ::read(from_, &c, 1);
+      if (r <= 0) throw std::runtime_error("peer helper closed its output");
+      if (c == '\n') return s;
+      s += c;
+    }
+  }
+  /// Kills the process with SIGKILL and reaps it.
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    alive_ = false;
+  }
+
+ private:
+  void write_all(const char* p, std::size_t n) {
+    while (n > 0) {
+      const auto w = ::write(to_, p, n);
+      if (w <= 0) throw std::runtime_error("peer helper closed its input");
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  void read_exact(char* p, std::size_t n) {
+    while (n > 0) {
+      const auto r = ::read(from_, p, n);
+      if (r <= 0) throw std::runtime_error("peer helper closed its output");
+      p += r;
+      n -= static_cast<std::size_t>(r);
+    }
+  }
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  bool alive_ = true;
+  std::string metadata_;
+  std::uintptr_t remote_addr_ = 0;
+};
+
+}  // namespace ucx_test

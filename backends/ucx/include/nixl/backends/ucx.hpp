@@ -24,6 +24,38 @@
 
 namespace nixl::ucx {
 
+/// Memory that UCX allocated and registered (`backend::allocate`). On one host peers reach it
+/// through shared memory directly, without the target's help: the fastest DRAM path of UCX 1.13.
+/// Register it with the agent as usual; deregister it before this object goes away.
+class memory {
+ public:
+  memory() = default;
+  memory(memory&& o) noexcept
+      : eng_(std::exchange(o.eng_, nullptr)),
+        addr_(std::exchange(o.addr_, nullptr)),
+        size_(std::exchange(o.size_, 0)) {}
+  memory& operator=(memory&& o) noexcept {
+    if (this != &o) {
+      memory tmp(std::move(*this));
+      eng_ = std::exchange(o.eng_, nullptr);
+      addr_ = std::exchange(o.addr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  ~memory();
+  std::byte* data() const noexcept { return static_cast<std::byte*>(addr_); }
+  std::uintptr_t addr() const noexcept { return reinterpret_cast<std::uintptr_t>(addr_); }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  friend class backend;
+  memory(detail::engine* e, void* a, std::size_t n) noexcept : eng_(e), addr_(a), size_(n) {}
+  detail::engine* eng_ = nullptr;
+  void* addr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 /// The UCX backend. Moves DRAM between agents (and to itself), over shared memory, cma or TCP
 /// as UCX chooses; refuses VRAM at registration unless the UCX library reports CUDA support.
 class backend {
@@ -149,6 +181,10 @@ class backend {
   /// progress thread. The target of a transfer must progress: UCX 1.13 emulates put/get on
   /// ordinary memory with active messages that the target handles.
   void progress() noexcept;
+
+  /// Allocates `bytes` of DRAM through UCX (`UCP_MEM_MAP_ALLOCATE`), registered with this
+  /// backend. Regions registered inside it reuse that registration.
+  memory allocate(std::size_t bytes);
 
   /// True when a progress thread drives the workers.
   bool has_progress_thread() const noexcept { return eng_->has_progress_thread(); }

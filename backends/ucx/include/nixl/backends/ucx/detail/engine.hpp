@@ -6,9 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -45,6 +49,9 @@ struct config {
   error_mode error_handling = error_mode::automatic;
   /// UCX settings `KEY=VALUE,KEY=VALUE` without the `UCX_` prefix (`engine_config`).
   std::string engine_config;
+  /// After work, the progress thread keeps polling this long before it sleeps on the event fd
+  /// (`progress_spin_us`): a target serving small requests then answers without a wake-up.
+  std::chrono::microseconds progress_spin{20};
   /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
   /// default in `nixl::agent_config`).
   std::optional<bool> enable_prog_thread;
@@ -131,6 +138,11 @@ class engine {
   void take_notifications(notif_map& out);
   void progress_all() noexcept;
   std::string endpoint_info(const peer_state* p) const;
+  /// UCX-allocated, registered memory (`UCP_MEM_MAP_ALLOCATE`): its address and handle.
+  std::pair<void*, ucp_mem_h> allocate(std::size_t bytes);
+  void free_allocation(void* addr) noexcept;
+  /// The handle of the allocation that covers [addr, addr+len), or null.
+  ucp_mem_h allocation_of(std::uintptr_t addr, std::size_t len) noexcept;
 
   // ---- data path ----
   /// Encoded prefix of every notification this agent sends (version, name).
@@ -199,6 +211,9 @@ class engine {
 
   std::mutex notif_mu_;
   std::vector<std::pair<std::string, std::string>> inbox_;
+
+  std::mutex alloc_mu_;
+  std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;
 
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

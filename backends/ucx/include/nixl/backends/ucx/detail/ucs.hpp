@@ -82,11 +82,13 @@ using worker_handle = unique_handle<ucp_worker_h, &ucp_worker_destroy>;
 using rkey_handle = unique_handle<ucp_rkey_h, &ucp_rkey_destroy>;
 using config_handle = unique_handle<ucp_config_t*, &ucp_config_release>;
 
-/// A registered memory region: `ucp_mem_unmap` needs the context as well as the handle.
+/// A registered memory region: `ucp_mem_unmap` needs the context as well as the handle. A
+/// handle made without a context is borrowed (memory that `backend::allocate` owns).
 class mem_handle {
  public:
   mem_handle() = default;
   mem_handle(ucp_context_h ctx, ucp_mem_h h) noexcept : ctx_(ctx), h_(h) {}
+  static mem_handle borrowed(ucp_mem_h h) noexcept { return mem_handle(nullptr, h); }
   mem_handle(mem_handle&& o) noexcept
       : ctx_(std::exchange(o.ctx_, nullptr)), h_(std::exchange(o.h_, nullptr)) {}
   mem_handle& operator=(mem_handle&& o) noexcept {
@@ -101,7 +103,7 @@ class mem_handle {
   ucp_mem_h get() const noexcept { return h_; }
   explicit operator bool() const noexcept { return h_ != nullptr; }
   void reset() noexcept {
-    if (h_ != nullptr) log_ucs(ucp_mem_unmap(ctx_, h_), "ucp_mem_unmap");
+    if (h_ != nullptr && ctx_ != nullptr) log_ucs(ucp_mem_unmap(ctx_, h_), "ucp_mem_unmap");
     h_ = nullptr;
   }
 

@@ -1,0 +1,229 @@
+// The UCX backend through nixl::agent: two agents of one process and an agent with itself.
+
+#include <nixl/agent.hpp>
+#include <nixl/backends/ucx.hpp>
+
+#include <string>
+#include <vector>
+
+#include "nixl_test/catch.hpp"
+#include "ucx_support.hpp"
+
+using nixl::status;
+using nixl::xfer_op;
+using ucx_test::buffer;
+using ucx_test::code_of;
+using ucx_agent = nixl::agent<nixl::ucx::backend>;
+using dram_list = nixl::xfer_list<nixl::dram_t>;
+
+namespace {
+
+nixl::reg_list<nixl::dram_t> reg_of(const buffer& b) {
+  return {{{b.addr(), b.size(), 0}, ""}};
+}
+
+// `n` descriptors of `sz` bytes at `base`, in order or reversed.
+dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
+  dram_list l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back({base + (reversed ? n - 1 - i : i) * sz, sz, 0});
+  return l;
+}
+
+template <class R>
+status wait(R& r) {
+  return ucx_test::wait_done([&] { return r.status(); });
+}
+
+// Waits until `a` has received `count` notifications from `from`.
+std::vector<std::string> wait_notifs(ucx_agent& a, const std::string& from, std::size_t count) {
+  nixl::notif_map m;
+  ucx_test::wait_done([&] {
+    a.notifications(m);
+    return m[from].size() < count ? status::in_progress : status::success;
+  });
+  return m[from];
+}
+
+// Posts and waits; true on success.
+template <class R>
+bool wait_post(R& r, nixl::notif_arg n) {
+  const status s = r.post(n);
+  return (s == status::success || s == status::in_progress) && wait(r) == status::success;
+}
+template <class R>
+bool wait_post(R& r) {
+  const status s = r.post(nixl::notif_arg{});
+  return (s == status::success || s == status::in_progress) && wait(r) == status::success;
+}
+
+struct pair {
+  buffer ib, tb;
+  ucx_agent init{"initiator"}, tgt{"target"};
+  explicit pair(std::size_t n, const nixl::params& p = {}) : ib(n), tb(n) {
+    init.create_backend<nixl::ucx::backend>(p);
+    tgt.create_backend<nixl::ucx::backend>(p);
+    init.register_memory(reg_of(ib));
+    tgt.register_memory(reg_of(tb));
+    init.load_remote_metadata(tgt.local_metadata());
+    tgt.load_remote_metadata(init.local_metadata());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ucx agents: READ and WRITE from 1 B to 64 MiB, 1 and 1000 descriptors") {
+  pair p(64 << 20);
+  struct shape {
+    std::size_t count, size;
+  };
+  const shape s = GENERATE(shape{1, 1}, shape{1, 4096}, shape{1, 1 << 20}, shape{1, 64 << 20},
+                           shape{1000, 1}, shape{1000, 4096}, shape{1000, 65536});
+  const auto op = GENERATE(xfer_op::write, xfer_op::read);
+  CAPTURE(s.count, s.size, nixl::to_string(op));
+  const unsigned seed = static_cast<unsigned>(s.count + s.size) + static_cast<unsigned>(op);
+  buffer& src = op == xfer_op::write ? p.ib : p.tb;
+  buffer& dst = op == xfer_op::write ? p.tb : p.ib;
+  src.fill(seed, 0, s.count * s.size);
+  auto local = blocks(p.ib.addr(), s.count, s.size);
+  auto remote = blocks(p.tb.addr(), s.count, s.size, /*reversed=*/true);
+  nixl::xfer_options opt;
+  opt.notif = fmt::format("xfer {} {}", s.count, s.size);
+  auto r = p.init.create_request(op, local, remote, "target", opt);
+  const status st = r.post();
+  REQUIRE((st == status::success || st == status::in_progress));
+  REQUIRE(wait(r) == status::success);
+  bool ok = true;
+  for (std::size_t i = 0; i < s.count && ok; ++i) {
+    const std::size_t li = i * s.size, ri = (s.count - 1 - i) * s.size;
+    ok = op == xfer_op::write ? dst.holds(seed, ri, s.size, li) : dst.holds(seed, li, s.size, ri);
+  }
+  CHECK(ok);
+  // the notification reaches the target once the data is there
+  auto got = wait_notifs(p.tgt, "initiator", 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == *opt.notif);
+}
+
+TEST_CASE("ucx agents: notifications with and without data, binary safe, both ways") {
+  pair p(1 << 20);
+  p.ib.fill(3, 0, 4096);
+  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 4096),
+                                 blocks(p.tb.addr(), 1, 4096), "target");
+  const std::string bin("a\0b\0\xff\x01", 6);
+  REQUIRE(wait_post(r, std::string_view(bin)));
+  REQUIRE(wait_post(r, std::string_view("")));
+  REQUIRE(wait_post(r));  // no notification
+  REQUIRE(wait_post(r, std::string_view(std::string(100000, 'z'))));
+  auto got = wait_notifs(p.tgt, "initiator", 3);
+  REQUIRE(got.size() == 3);
+  CHECK(got[0] == bin);
+  CHECK(got[0].size() == 6);
+  CHECK(got[1].empty());
+  CHECK(got[2] == std::string(100000, 'z'));
+  CHECK(p.tgt.notifications().empty());  // consumed
+  // standalone, both directions, and to itself
+  p.init.notify("target", bin);
+  p.tgt.notify("initiator", "back");
+  p.init.notify("initiator", "self");
+  CHECK(wait_notifs(p.tgt, "initiator", 1) == std::vector<std::string>{bin});
+  nixl::notif_map m;
+  ucx_test::wait_done([&] {
+    p.init.notifications(m);
+    return m.size() < 2 ? status::in_progress : status::success;
+  });
+  CHECK(m["target"] == std::vector<std::string>{"back"});
+  CHECK(m["initiator"] == std::vector<std::string>{"self"});
+}
+
+TEST_CASE("ucx agents: repost, repost while active, release in flight") {
+  pair p(64 << 20);
+  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 64 << 20),
+                                 blocks(p.tb.addr(), 1, 64 << 20), "target");
+  for (unsigned i = 0; i < 3; ++i) {
+    p.ib.fill(20 + i, 0, 4096);
+    status s = r.post();
+    REQUIRE((s == status::success || s == status::in_progress));
+    if (s == status::in_progress) {
+      const status again = r.post();
+      CHECK((again == status::repost_active || again == status::success));
+    }
+    REQUIRE(wait(r) == status::success);
+    CHECK(p.tb.holds(20 + i, 0, 4096, 0));
+  }
+  // released while in flight: UCX cannot cancel, so release waits for the data (bounded)
+  auto r2 = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 64 << 20),
+                                  blocks(p.tb.addr(), 1, 64 << 20), "target");
+  const status s = r2.post(std::string_view("released"));
+  CHECK((s == status::success || s == status::in_progress));
+  CHECK(r2.release() == status::success);
+  CHECK_FALSE(r2.valid());
+  // the agent stays usable
+  REQUIRE(wait_post(r));
+}
+
+TEST_CASE("ucx agents: descriptors outside the remote's regions are refused") {
+  pair p(8192);
+  CHECK(code_of([&] {
+          (void)p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 4096),
+                                      blocks(p.tb.addr() + 8000, 1, 4096), "target");
+        }) == status::not_found);
+  CHECK(code_of([&] {
+          (void)p.init.create_request(xfer_op::read, blocks(p.ib.addr(), 1, 4096),
+                                      blocks(p.tb.addr() - 4096, 1, 4096), "target");
+        }) == status::not_found);
+  CHECK(code_of([&] {
+          (void)p.init.create_request(xfer_op::read, blocks(p.ib.addr() + 4097, 1, 4096),
+                                      blocks(p.tb.addr(), 1, 4096), "target");
+        }) == status::not_found);
+  CHECK(code_of([&] {
+          (void)p.init.create_request(xfer_op::read, blocks(p.ib.addr(), 1, 4096),
+                                      blocks(p.tb.addr(), 1, 4096), "nobody");
+        }) == status::not_found);
+}
+
+TEST_CASE("ucx agents: loopback, make_connection, estimate, several workers") {
+  nixl::params prm{{"num_workers", "2"}};
+  pair p(1 << 20, prm);
+  p.init.make_connection("target");
+  // loopback: the initiator to itself
+  p.ib.fill(5, 0, 4096);
+  auto self = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 4096),
+                                    blocks(p.ib.addr() + 65536, 1, 4096), "initiator");
+  REQUIRE(wait_post(self));
+  CHECK(p.ib.holds(5, 65536, 4096, 0));
+  // requests spread over both workers
+  std::vector<ucx_agent::xfer_request> rs;
+  for (int i = 0; i < 4; ++i)
+    rs.push_back(p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 16, 1024),
+                                       blocks(p.tb.addr(), 16, 1024), "target"));
+  for (auto& r : rs) CHECK(wait_post(r));
+  auto typed = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 4, 65536),
+                                     blocks(p.tb.addr(), 4, 65536), "target");
+  auto est = p.init.estimate_cost(typed);
+  REQUIRE(est.has_value());
+  CHECK(est->count() >= 0);
+}
+
+TEST_CASE("ucx agents: a target without a progress thread progresses explicitly") {
+  nixl::agent_config cfg;
+  cfg.enable_prog_thread = false;
+  buffer ib(1 << 20), tb(1 << 20);
+  ucx_agent init{"initiator", cfg}, tgt{"target", cfg};
+  init.create_backend<nixl::ucx::backend>();
+  tgt.create_backend<nixl::ucx::backend>();
+  CHECK_FALSE(tgt.get_backend<nixl::ucx::backend>().has_progress_thread());
+  init.register_memory(reg_of(ib));
+  tgt.register_memory(reg_of(tb));
+  init.load_remote_metadata(tgt.local_metadata());
+  ib.fill(8);
+  auto r = init.create_request(xfer_op::write, blocks(ib.addr(), 100, 4096),
+                               blocks(tb.addr(), 100, 4096), "target");
+  status s = r.post(std::string_view("np"));
+  while (s == status::in_progress) {
+    tgt.progress();
+    s = r.status();
+  }
+  CHECK(s == status::success);
+  CHECK(tb.holds(8, 0, 100 * 4096, 0));
+  CHECK(wait_notifs(tgt, "initiator", 1) == std::vector<std::string>{"np"});
+}

@@ -1,0 +1,196 @@
+// The UCX backend across two processes: the target runs tests/backends/ucx/peer_main.cpp.
+
+#include <nixl/agent.hpp>
+#include <nixl/backends/ucx.hpp>
+
+#include <chrono>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nixl_test/catch.hpp"
+#include "ucx_support.hpp"
+
+#ifndef NIXL_UCX_PEER_EXE
+#error "NIXL_UCX_PEER_EXE must name the helper executable"
+#endif
+
+using nixl::status;
+using nixl::xfer_op;
+using ucx_test::buffer;
+using ucx_test::peer_process;
+using ucx_agent = nixl::agent<nixl::ucx::backend>;
+using dram_list = nixl::xfer_list<nixl::dram_t>;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t target_size = (64 << 20) + 4096;
+
+dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, std::size_t stride) {
+  dram_list l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back({base + i * stride, sz, 0});
+  return l;
+}
+
+template <class R>
+status wait(R& r, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  return ucx_test::wait_done([&] { return r.status(); }, limit);
+}
+
+std::string sum_cmd(std::size_t off, std::size_t len) {
+  return fmt::format("SUM {} {}", off, len);
+}
+std::string sum_of(const void* p, std::size_t n) {
+  return fmt::format("SUM {:x}", ucx_test::fnv(p, n));
+}
+
+// The notifications the target reports: (sender, message) pairs.
+std::vector<std::pair<std::string, std::string>> target_notifs(peer_process& t, std::size_t n) {
+  t.send(fmt::format("NOTIFS {} 20000", n));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (;;) {
+    std::istringstream in(t.line());
+    std::string tag, from, h;
+    in >> tag >> from >> h;
+    if (tag == "END") return out;
+    std::string msg;
+    if (h != "-")
+      for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+        msg += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    out.emplace_back(from, msg);
+  }
+}
+
+struct initiator {
+  buffer buf{target_size};
+  ucx_agent agent;
+  explicit initiator(const std::string& mode = "auto", bool thread = true)
+      : agent("initiator", [&] {
+          nixl::agent_config c;
+          c.enable_prog_thread = thread;
+          return c;
+        }()) {
+    agent.create_backend<nixl::ucx::backend>({{"ucx_error_handling_mode", mode}});
+    agent.register_memory(nixl::reg_list<nixl::dram_t>{{{buf.addr(), buf.size(), 0}, ""}});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notifications") {
+  const bool target_thread = GENERATE(true, false);
+  CAPTURE(target_thread);
+  std::vector<std::string> args{"target", std::to_string(target_size)};
+  if (!target_thread) args.push_back("--no-thread");
+  peer_process t(NIXL_UCX_PEER_EXE, args);
+  initiator in;
+  REQUIRE(in.agent.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+
+  // one 64 MiB WRITE with a notification
+  in.buf.fill(1, 0, 64 << 20);
+  nixl::xfer_options opt;
+  opt.notif = std::string("big\0write", 9);
+  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 64 << 20, 0),
+                                   blocks(ta, 1, 64 << 20, 0), "target", opt);
+  status s = w.post();
+  REQUIRE((s == status::success || s == status::in_progress));
+  REQUIRE(wait(w) == status::success);
+  CHECK(t.ask(sum_cmd(0, 64 << 20)) == sum_of(in.buf.data(), 64 << 20));
+  auto n = target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].first == "initiator");
+  CHECK(n[0].second == *opt.notif);
+
+  // 1000 descriptors of 1 KiB into a strided layout, empty notification
+  in.buf.fill(2, 0, 1000 * 1024);
+  nixl::xfer_options opt2;
+  opt2.notif = std::string();
+  auto w2 = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1000, 1024, 1024),
+                                    blocks(ta, 1000, 1024, 2048), "target", opt2);
+  s = w2.post();
+  REQUIRE(wait(w2) == status::success);
+  n = target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second.empty());
+  for (std::size_t i : {std::size_t{0}, std::size_t{499}, std::size_t{999}})
+    CHECK(t.ask(sum_cmd(i * 2048, 1024)) == sum_of(in.buf.data() + i * 1024, 1024));
+
+  // READ of 1000 descriptors and of one byte
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 9", 2048 * 1000)) == "OK");
+  auto r = in.agent.create_request(xfer_op::read, blocks(in.buf.addr(), 1000, 1024, 1024),
+                                   blocks(ta, 1000, 1024, 2048), "target");
+  s = r.post();
+  REQUIRE(wait(r) == status::success);
+  bool ok = true;
+  for (std::size_t i = 0; i < 1000 && ok; ++i) ok = in.buf.holds(9, i * 1024, 1024, i * 2048);
+  CHECK(ok);
+  auto one = in.agent.create_request(xfer_op::read, blocks(in.buf.addr() + 5, 1, 1, 0),
+                                     blocks(ta + 7, 1, 1, 0), "target");
+  (void)one.post();
+  REQUIRE(wait(one) == status::success);
+  CHECK(in.buf.holds(9, 5, 1, 7));
+
+  // standalone notifications both ways
+  in.agent.notify("target", "ping");
+  n = target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second == "ping");
+  t.send(fmt::format("LOAD {}", in.agent.local_metadata().size()));
+  t.send_blob(in.agent.local_metadata());
+  CHECK(t.line() == "OK initiator");
+  CHECK(t.ask("NOTIFY initiator 706f6e67") == "OK");
+  nixl::notif_map m;
+  ucx_test::wait_done([&] {
+    in.agent.notifications(m);
+    return m["target"].empty() ? status::in_progress : status::success;
+  });
+  CHECK(m["target"] == std::vector<std::string>{"pong"});
+}
+
+TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a hang") {
+  const std::string mode = GENERATE("auto", "peer");
+  const bool in_flight = GENERATE(false, true);
+  CAPTURE(mode, in_flight);
+  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size), "--mode=" + mode});
+  initiator in(mode);
+  in.agent.load_remote_metadata(t.metadata());
+  const std::uintptr_t ta = t.remote_addr();
+  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 64 << 20, 0),
+                                   blocks(ta, 1, 64 << 20, 0), "target");
+  (void)w.post();
+  REQUIRE(wait(w) == status::success);
+
+  status s = status::success;
+  clock_type::time_point killed;
+  if (in_flight) {
+    // kill while writes are running
+    s = w.post();
+    t.kill();
+    killed = clock_type::now();
+    if (s == status::in_progress) s = wait(w, std::chrono::seconds(10));
+    // the write may have landed before the kill; the next one must fail
+    if (s == status::success) {
+      s = w.post();
+      if (s == status::in_progress) s = wait(w, std::chrono::seconds(10));
+    }
+  } else {
+    t.kill();
+    killed = clock_type::now();
+    s = w.post();
+    if (s == status::in_progress) s = wait(w, std::chrono::seconds(10));
+  }
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - killed);
+  INFO("detected after " << took.count() << " ms");
+  CHECK(s == status::remote_disconnect);
+  CHECK(took < std::chrono::milliseconds(2500));
+  // the agent invalidated the peer: new posts fail at once, release does not hang
+  const auto t0 = clock_type::now();
+  const status again = w.post();
+  CHECK((again == status::not_found || again == status::remote_disconnect));
+  CHECK(w.release() == status::success);
+  CHECK(clock_type::now() - t0 < std::chrono::seconds(2));
+  CHECK_FALSE(in.agent.check_remote_metadata("target"));
+}

@@ -220,12 +220,12 @@ class nixl_agent:
             init_params: dict[str, str] = {}
             if nixl_conf.num_threads > 0:
                 key = {"GDS_MT": "thread_count", "UCCL": "num_cpus"}.get(bknd, "num_threads")
-                if bknd in ("UCX", "OBJ", "LIBFABRIC", "GDS_MT", "UCCL", "POSIX"):
+                if bknd in ("UCX", "OBJ", "LIBFABRIC", "GDS_MT", "UCCL"):
                     init_params[key] = str(nixl_conf.num_threads)
             if instantiate_all:
                 try:
                     self.create_backend(bknd, init_params)
-                except nixlBind.nixlBackendError as e:
+                except RuntimeError as e:  # any nixl*Error: this backend cannot start here
                     logger.warning("Backend %s could not start here: %s", bknd, e)
             else:
                 self.create_backend(bknd, init_params)

@@ -124,8 +124,9 @@ struct remote_dlist {
 
 std::uint64_t to_u64(py::handle o, const char* what) {
   if (!PyLong_Check(o.ptr()))
-    throw py::type_error(fmt::format("descriptor {} must be an int, not {}", what,
-                                     std::string(py::str(o.get_type().attr("__name__")))));
+    throw py::type_error(
+        fmt::format("descriptor {} must be an int, not {}", what,
+                    std::string(py::str(py::type::handle_of(o).attr("__name__")))));
   const unsigned long long v = PyLong_AsUnsignedLongLong(o.ptr());
   if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
@@ -148,8 +149,9 @@ std::string to_bytes_string(py::handle o, const char* what) {
 
 py::tuple checked_tuple(py::handle item, std::size_t i, std::size_t arity, const char* shape) {
   if (!PyTuple_Check(item.ptr()))
-    throw py::type_error(fmt::format("descriptor {} must be a tuple {}, not {}", i, shape,
-                                     std::string(py::str(item.get_type().attr("__name__")))));
+    throw py::type_error(
+        fmt::format("descriptor {} must be a tuple {}, not {}", i, shape,
+                    std::string(py::str(py::type::handle_of(item).attr("__name__")))));
   auto t = py::reinterpret_borrow<py::tuple>(item);
   if (t.size() != arity)
     throw py::value_error(fmt::format("descriptor {} has {} elements; expected a {}-tuple {}", i,

@@ -16,20 +16,22 @@ mkdir -p "$BUILD" "$OUT"
 GEN=""
 command -v ninja >/dev/null && GEN="-G Ninja"
 
-configure() {  # $1: ON/OFF for UCX, POSIX and metadata
+configure() {  # $1: folder suffix; $2..: ON/OFF for UCX, POSIX, metadata
   cmake -S "$ROOT" -B "$BUILD/b$1" $GEN -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY" \
-    -DNIXL_WITH_CUDA=ON -DNIXL_WITH_UCX="$1" -DNIXL_WITH_POSIX="$1" -DNIXL_WITH_METADATA="$1" \
+    -DNIXL_WITH_CUDA=ON -DNIXL_WITH_UCX="$2" -DNIXL_WITH_POSIX="$3" -DNIXL_WITH_METADATA="$4" \
     -DNIXL_BUILD_PYTHON=ON -DNIXL_BUILD_TESTS=OFF -DNIXL_BUILD_EXAMPLES=OFF -DNIXL_BUILD_BENCH=OFF \
     -DNIXL_CUDA_ARCHITECTURES="$ARCH"
 }
 B=""
-for with in ON OFF; do
-  if configure $with >>"$OUT/py-build.log" 2>&1 && \
-     cmake --build "$BUILD/b$with" -j "$JOBS" --target nixl_python >>"$OUT/py-build.log" 2>&1; then
-    B="$BUILD/b$with"
+# Widest first: a GPU machine may lack UCX, curl or nlohmann-json headers.
+for set in "all ON ON ON" "posix-md OFF ON ON" "posix OFF ON OFF" "cuda OFF OFF OFF"; do
+  set -- $set
+  if configure "$@" >>"$OUT/py-build.log" 2>&1 && \
+     cmake --build "$BUILD/b$1" -j "$JOBS" --target nixl_python >>"$OUT/py-build.log" 2>&1; then
+    B="$BUILD/b$1"
     break
   fi
-  echo "build with UCX/POSIX/metadata=$with failed" | tee -a "$OUT/py-build.log"
+  echo "build '$1' (UCX=$2 POSIX=$3 metadata=$4) failed" | tee -a "$OUT/py-build.log"
 done
 if [ -z "$B" ]; then
   grep -E 'Error|error|not found|FAILED' -A3 "$OUT/py-build.log" | head -60

@@ -95,7 +95,9 @@ def test_plugins_and_backends(unique_name):
 def test_instantiate_all_and_num_threads(unique_name):
     a = nixl_agent(unique_name("all"), nixl_agent_config(num_threads=2), instantiate_all=True)
     assert "UCX" in a.backends and "POSIX" in a.backends
-    assert a.get_backend_params("POSIX")["num_threads"] == "2"
+    assert a.get_backend_params("UCX")["num_threads"] == "2"  # passed on as NIXL does
+    assert "num_threads" not in a.get_backend_params("POSIX") or \
+        a.get_backend_params("POSIX")["num_threads"] == a.get_plugin_params("POSIX")["num_threads"]
 
 
 @needs_ucx
@@ -195,6 +197,8 @@ def test_dram_write_with_notification(pair):
     assert ini.check_remote_metadata(tgt.name, tgt_reg.trim())
     h = ini.initialize_xfer("WRITE", ini_reg.trim(), tgt_reg.trim(), tgt.name, b"UUID-1")
     assert isinstance(h, nixl_xfer_handle)
+    with pytest.raises(nixl.nixlNotPostedError):
+        ini.check_xfer_state(h)
     assert ini.transfer(h) in ("DONE", "PROC")
     assert wait_done(ini, h) == "DONE"
     wait_for(lambda: tgt.check_remote_xfer_done(ini.name, b"UUID"), what="notification")
@@ -429,3 +433,12 @@ def test_metadata_is_bytes_and_names(pair):
     assert isinstance(name, bytes) and name.decode() == tgt.name
     ini.make_connection(tgt.name)
     ini.make_connection(name)
+
+
+@needs_ucx
+def test_mem_view_not_supported(unique_name):
+    a = nixl_agent(unique_name("mv"))
+    with pytest.raises(nixl.nixlNotSupportedError):
+        a.prep_mem_view(a.get_remote_descs([(1, 2, 0, "x")], "VRAM"))
+    with pytest.raises(nixl.nixlNotSupportedError):
+        a.release_mem_view(1)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+import nixl
 from nixl import _bindings as nb
 from nixl._api import nixl_agent, nixl_agent_config
 
@@ -73,3 +74,29 @@ def test_two_processes_through_listener(unique_name):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_partial_metadata_through_listener_in_one_process(unique_name):
+    cfg = nixl_agent_config(enable_listen_thread=True, listen_port=0)
+    a = nixl_agent(unique_name("la"), cfg)
+    b = nixl_agent(unique_name("lb"), cfg)
+    assert a.listen_port > 0 and b.listen_port > 0 and a.listen_port != b.listen_port
+    buf = np.zeros(4096, dtype=np.uint8)
+    other = np.zeros(4096, dtype=np.uint8)
+    reg = a.register_memory([(buf.ctypes.data, 4096, 0, "")], "DRAM")
+    reg2 = a.register_memory([(other.ctypes.data, 4096, 0, "")], "DRAM")
+    # connection info plus one of the two registrations
+    a.send_partial_agent_metadata(reg, inc_conn_info=True, ip_addr="127.0.0.1", port=b.listen_port)
+    wait_for(lambda: b.check_remote_metadata(a.name, reg.trim()), what="partial metadata")
+    assert not b.check_remote_metadata(a.name, reg2.trim())
+    # then the rest, incrementally
+    a.send_partial_agent_metadata(reg2, ip_addr="127.0.0.1", port=b.listen_port, backends=["UCX"])
+    wait_for(lambda: b.check_remote_metadata(a.name, reg2.trim()), what="second partial")
+    # b pulls a's full metadata the other way round too
+    a2 = nixl_agent(unique_name("lc"), cfg)
+    a2.fetch_remote_metadata(a.name, "127.0.0.1", a.listen_port)
+    wait_for(lambda: a2.check_remote_metadata(a.name, reg.trim()), what="fetched metadata")
+    a.invalidate_local_metadata("127.0.0.1", b.listen_port)
+    wait_for(lambda: not b.check_remote_metadata(a.name), what="invalidation")
+    with pytest.raises(nixl.nixlInvalidParamError):
+        a.fetch_remote_metadata(a.name, "127.0.0.1", b.listen_port)  # itself

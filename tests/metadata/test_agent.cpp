@@ -274,31 +274,64 @@ TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata
 }
 
 #if defined(NIXL_HAS_UCX)
-TEST_CASE("agent: metadata over the listener, then data over UCX", "[metadata][agent][ucx]") {
+TEST_CASE("agent: two and eight agents exchange metadata, then move data over UCX",
+          "[metadata][agent][ucx]") {
   using ucx_agent = nixl::agent<nixl::ucx::backend>;
-  constexpr std::size_t n = 2, size = 1 << 16;
+  const std::size_t n = GENERATE(std::size_t{2}, std::size_t{8});
+  constexpr std::size_t block = 1 << 14;
   std::vector<std::unique_ptr<ucx_agent>> as;
-  std::vector<std::vector<unsigned char>> bufs(n, std::vector<unsigned char>(size));
+  std::vector<std::vector<unsigned char>> bufs(n, std::vector<unsigned char>(n * block));
+  auto addr = [&](std::size_t i, std::size_t off) {
+    return reinterpret_cast<std::uintptr_t>(bufs[i].data()) + off;
+  };
   for (std::size_t i = 0; i < n; ++i) {
     as.push_back(std::make_unique<ucx_agent>("ucx-" + std::to_string(i), listening_agent()));
     as[i]->create_backend<nixl::ucx::backend>();
-    as[i]->register_memory(nixl::reg_list<nixl::dram_t>{
-        {{reinterpret_cast<std::uintptr_t>(bufs[i].data()), size, 0}, ""}});
+    as[i]->register_memory(nixl::reg_list<nixl::dram_t>{{{addr(i, 0), n * block, 0}, ""}});
   }
-  as[0]->send_local_metadata(metadata_target::peer("127.0.0.1", as[1]->listen_port())).get();
-  as[0]
-      ->fetch_remote_metadata("ucx-1", metadata_target::peer("127.0.0.1", as[1]->listen_port()))
-      .get();
-  REQUIRE(as[1]->check_remote_metadata("ucx-0"));
-  std::iota(bufs[0].begin(), bufs[0].end(), 0);
-  nixl::xfer_list<nixl::dram_t> l{{reinterpret_cast<std::uintptr_t>(bufs[0].data()), size, 0}};
-  nixl::xfer_list<nixl::dram_t> r{{reinterpret_cast<std::uintptr_t>(bufs[1].data()), size, 0}};
-  auto w = as[0]->create_request(xfer_op::write, l, r, "ucx-1", {.notif = "done"});
-  auto s = w.post();
-  auto end = std::chrono::steady_clock::now() + 10s;
-  while (s == status::in_progress && std::chrono::steady_clock::now() < end) s = w.status();
-  REQUIRE(s == status::success);
-  REQUIRE(eventually([&] { return bufs[1] == bufs[0]; }, 10s));
-  CHECK(bufs[1] == bufs[0]);
+  // For each pair, the lower-numbered agent pushes its metadata and pulls the other's.
+  std::vector<std::future<void>> fs;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      auto at = metadata_target::peer("127.0.0.1", as[j]->listen_port());
+      if (j <= i) continue;
+      fs.push_back(as[i]->send_local_metadata(at));
+      fs.push_back(as[i]->fetch_remote_metadata(as[j]->name(), at));
+    }
+  for (auto& f : fs) f.get();
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (i != j) REQUIRE(as[i]->check_remote_metadata(as[j]->name()));
+  // Ring: agent i writes its block i into agent i+1's block i and notifies it.
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t next = (i + 1) % n;
+    std::fill_n(bufs[i].begin() + i * block, block, static_cast<unsigned char>(0x40 + i));
+    nixl::xfer_list<nixl::dram_t> l{{addr(i, i * block), block, 0}};
+    nixl::xfer_list<nixl::dram_t> r{{addr(next, i * block), block, 0}};
+    auto w = as[i]->create_request(xfer_op::write, l, r, as[next]->name(), {.notif = "ring"});
+    auto s = w.post();
+    auto end = std::chrono::steady_clock::now() + 10s;
+    while (s == status::in_progress && std::chrono::steady_clock::now() < end) s = w.status();
+    REQUIRE(s == status::success);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t next = (i + 1) % n;
+    std::vector<std::string> got;
+    REQUIRE(eventually(
+        [&] {
+          auto m = as[next]->notifications();
+          for (auto& x : m[as[i]->name()]) got.push_back(x);
+          return !got.empty();
+        },
+        10s));
+    CHECK(bufs[next][i * block] == 0x40 + i);
+    CHECK(bufs[next][(i + 1) * block - 1] == 0x40 + i);
+  }
+  // The first one leaves; every peer it tells drops it.
+  for (std::size_t j = 1; j < n; ++j)
+    as[0]
+        ->invalidate_local_metadata(metadata_target::peer("127.0.0.1", as[j]->listen_port()))
+        .get();
+  for (std::size_t j = 1; j < n; ++j) CHECK_FALSE(as[j]->check_remote_metadata("ucx-0"));
 }
 #endif

@@ -227,3 +227,30 @@ TEST_CASE("ucx agents: a target without a progress thread progresses explicitly"
   CHECK(tb.holds(8, 0, 100 * 4096, 0));
   CHECK(wait_notifs(tgt, "initiator", 1) == std::vector<std::string>{"np"});
 }
+
+TEST_CASE("ucx agents: memory allocated by UCX moves like any other") {
+  ucx_agent init{"initiator"}, tgt{"target"};
+  auto& ib = init.create_backend<nixl::ucx::backend>();
+  auto& tb = tgt.create_backend<nixl::ucx::backend>();
+  nixl::ucx::memory im = ib.allocate(1 << 20), tm = tb.allocate(1 << 20);
+  REQUIRE(im.data() != nullptr);
+  CHECK(im.size() == (1 << 20));
+  CHECK(code_of([&] { (void)ib.allocate(0); }) == status::invalid_param);
+  // a region inside the allocation reuses its registration
+  init.register_memory(nixl::reg_list<nixl::dram_t>{{{im.addr() + 4096, 65536, 0}, ""}});
+  tgt.register_memory(nixl::reg_list<nixl::dram_t>{{{tm.addr(), tm.size(), 0}, ""}});
+  init.load_remote_metadata(tgt.local_metadata());
+  for (std::size_t i = 0; i < 65536; ++i) im.data()[4096 + i] = buffer::pattern(i, 4);
+  nixl::xfer_options opt;
+  opt.notif = "alloc";
+  auto r = init.create_request(xfer_op::write, blocks(im.addr() + 4096, 16, 4096),
+                               blocks(tm.addr(), 16, 4096), "target", opt);
+  REQUIRE(wait_post(r, std::string_view("alloc")));
+  bool ok = true;
+  for (std::size_t i = 0; i < 65536 && ok; ++i) ok = tm.data()[i] == buffer::pattern(i, 4);
+  CHECK(ok);
+  CHECK(wait_notifs(tgt, "initiator", 1) == std::vector<std::string>{"alloc"});
+  // an allocation outlives its registrations: deregister first
+  init.deregister_memory(nixl::reg_list<nixl::dram_t>{{{im.addr() + 4096, 65536, 0}, ""}});
+  tgt.deregister_memory(nixl::reg_list<nixl::dram_t>{{{tm.addr(), tm.size(), 0}, ""}});
+}

@@ -79,10 +79,15 @@ struct initiator {
 }  // namespace
 
 TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notifications") {
-  const bool target_thread = GENERATE(true, false);
-  CAPTURE(target_thread);
+  struct variant {
+    bool target_thread, target_alloc;
+  };
+  const variant v = GENERATE(variant{true, false}, variant{false, false}, variant{true, true});
+  const bool target_thread = v.target_thread;
+  CAPTURE(target_thread, v.target_alloc);
   std::vector<std::string> args{"target", std::to_string(target_size)};
   if (!target_thread) args.push_back("--no-thread");
+  if (v.target_alloc) args.push_back("--alloc");
   peer_process t(NIXL_UCX_PEER_EXE, args);
   initiator in;
   REQUIRE(in.agent.load_remote_metadata(t.metadata()) == "target");

@@ -1,8 +1,15 @@
 // POSIX backend: every engine, through the backend contract and through nixl::agent.
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstddef>
 
 #include <cstdlib>
 #include <cstring>
@@ -209,6 +216,50 @@ TEST_CASE("posix: engine choice and fallback", "[posix]") {
   CHECK(none.engine_name() == "POSIX");
   backend q(backend::config::from_params({{"use_uring", "true"}, {"kernel_queue_size", "8"}}), ctx);
   CHECK(q.queue_depth() <= 8);
+}
+
+namespace {
+/// In a child process: forbid io_uring_setup (and io_setup when `no_aio`) with seccomp, start a
+/// backend that asks for io_uring, and exit with 0 when it fell back to `expected`, 1 when it
+/// did not, 2 when seccomp is not available here.
+int fallback_child(bool no_aio, std::string_view expected) {
+  pid_t pid = ::fork();
+  if (pid < 0) return 3;
+  if (pid == 0) {
+    sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+                 static_cast<__u32>(no_aio ? __NR_io_setup : __NR_io_uring_setup), 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof(f) / sizeof(f[0])), f};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+      ::_exit(2);
+    try {
+      backend b(backend::config::from_params({{"use_uring", "true"}}), nixl::backend_context{"fb"});
+      ::_exit(b.engine_name() == expected ? 0 : 1);
+    } catch (...) {
+      ::_exit(1);
+    }
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 4;
+}
+}  // namespace
+
+TEST_CASE("posix: an engine that cannot start falls back to the next", "[posix]") {
+  if (!nixl::posix::detail::engine_built(nixl::posix::detail::engine_kind::uring) ||
+      !nixl::posix::detail::engine_built(nixl::posix::detail::engine_kind::aio))
+    NIXL_SKIP("needs both io_uring and AIO in the build");
+  int r = fallback_child(false, "AIO");
+  if (r == 2) NIXL_SKIP("seccomp filters are not available here");
+  CHECK(r == 0);
+  CHECK(fallback_child(true, "POSIX") == 0);
 }
 
 TEST_CASE("posix: short transfers and EINTR are resubmitted", "[posix]") {

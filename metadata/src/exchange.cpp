@@ -96,8 +96,7 @@ namespace {
 struct request {
   detail::endpoint ep;
   frame_type type{};
-  std::string frame;           // encoded request
-  std::string expected_agent;  // for fetch
+  std::string frame;  // encoded request
   std::promise<void> done;
 };
 

@@ -94,6 +94,18 @@ inline nixl::md::config listening(std::string address = "127.0.0.1") {
   return c;
 }
 
+/// Tests choose their etcd explicitly: an NIXL_ETCD_ENDPOINTS from the environment would give
+/// every agent a central store (and etcd threads). It is moved to NIXL_TEST_ETCD_ENDPOINTS, so
+/// the etcd tests still use it, before any test runs.
+inline const bool environment_scrubbed = [] {
+  if (const char* e = std::getenv("NIXL_ETCD_ENDPOINTS"); e && *e) {
+    ::setenv("NIXL_TEST_ETCD_ENDPOINTS", e, 0);
+  }
+  ::unsetenv("NIXL_ETCD_ENDPOINTS");
+  ::unsetenv("NIXL_ETCD_NAMESPACE");
+  return true;
+}();
+
 /// One etcd for the whole test process: NIXL_TEST_ETCD_ENDPOINTS if set, else one started with
 /// scripts/etcd-test-server.sh. endpoint() is empty when neither is available (tests skip).
 class etcd_server {

@@ -161,6 +161,20 @@ TEST_CASE("ucx agents: repost, repost while active, release in flight") {
   REQUIRE(wait_post(r));
 }
 
+TEST_CASE("ucx agents: VRAM is refused with a clear error when UCX has no CUDA") {
+  ucx_agent a{"a"};
+  auto& be = a.create_backend<nixl::ucx::backend>();
+  if (be.cuda_supported()) NIXL_SKIP("this UCX supports CUDA memory");
+  buffer b(4096);
+  try {
+    a.register_memory(nixl::reg_list<nixl::vram_t>{{{b.addr(), 4096, 0}, ""}});
+    FAIL("vram registration should fail");
+  } catch (const nixl::error& e) {
+    CHECK(e.status_code() == status::not_supported);
+    CHECK(std::string(e.what()).find("CUDA") != std::string::npos);
+  }
+}
+
 TEST_CASE("ucx agents: descriptors outside the remote's regions are refused") {
   pair p(8192);
   CHECK(code_of([&] {

@@ -73,6 +73,23 @@ status run(backend& be, backend::request& r, nixl::notif_arg n = {}, backend* ta
 
 }  // namespace
 
+TEST_CASE("ucx backend satisfies the contracts it claims") {
+  STATIC_REQUIRE(nixl::backend<backend>);
+  STATIC_REQUIRE(nixl::loopback_backend<backend>);
+  STATIC_REQUIRE(nixl::remote_backend<backend>);
+  STATIC_REQUIRE(nixl::notifying_backend<backend>);
+  STATIC_REQUIRE(nixl::progressing_backend<backend>);
+  STATIC_REQUIRE(nixl::estimating_backend<backend>);
+  STATIC_REQUIRE(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
+  STATIC_REQUIRE_FALSE(nixl::querying_backend<backend>);
+#if !NIXL_UCX_WITH_CUDA
+  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
+  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t>);
+#endif
+  STATIC_REQUIRE(backend::name == "UCX");
+}
+
 TEST_CASE("ucx config parses NIXL's parameters") {
   auto c = backend::config::from_params({{"num_workers", "3"},
                                          {"ucx_devices", "lo"},

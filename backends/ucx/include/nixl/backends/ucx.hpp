@@ -22,6 +22,12 @@
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
+/// 1 when the UCX build has CUDA transports (set by CMake from UCX's modules); VRAM transfers
+/// are then chosen for UCX at compile time. Registration still checks what the library reports.
+#ifndef NIXL_UCX_WITH_CUDA
+#define NIXL_UCX_WITH_CUDA 0
+#endif
+
 namespace nixl::ucx {
 
 /// Memory that UCX allocated and registered (`backend::allocate`). On one host peers reach it
@@ -63,6 +69,14 @@ class backend {
   static constexpr std::string_view name = "UCX";
   using memory_kinds = kind_list<dram_t, vram_t>;
   using config = ucx::config;
+
+  /// DRAM <-> DRAM always; VRAM only with a UCX built with CUDA, so that an agent that also has
+  /// nixl::cuda::backend picks that one for VRAM on a UCX without CUDA.
+  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
+    if (local == mem_kind::dram && remote == mem_kind::dram) return true;
+    return NIXL_UCX_WITH_CUDA != 0 && (local == mem_kind::dram || local == mem_kind::vram) &&
+           (remote == mem_kind::dram || remote == mem_kind::vram);
+  }
 
   /// The params this backend advertises, with their defaults.
   static params default_params();
@@ -281,5 +295,6 @@ static_assert(nixl::progressing_backend<backend>);
 static_assert(nixl::estimating_backend<backend>);
 static_assert(nixl::connecting_backend<backend>);
 static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));
 
 }  // namespace nixl::ucx

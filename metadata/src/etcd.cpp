@@ -484,6 +484,15 @@ std::size_t etcd_watcher::size() const noexcept {
   return impl_->streams.size();
 }
 
+void etcd_watcher::set_endpoint(std::string_view endpoint) {
+  auto eps = split_endpoints(endpoint);
+  if (!eps.empty()) impl_->endpoint = eps.front();
+}
+
+const std::string& etcd_watcher::endpoint() const noexcept {
+  return impl_->endpoint;
+}
+
 void etcd_watcher::poll(std::chrono::milliseconds timeout, std::vector<update>& out) {
   auto collect = [&] {
     int running = 0;

@@ -724,6 +724,7 @@ struct exchange::impl {
           continue;
         }
         pw.revision = r.revision;
+        watcher->set_endpoint(etcd->endpoint());  // follows the client's fail-over
         pw.wid = watcher->watch(prefix(it->first), true, r.revision + 1);
       } catch (const std::exception& e) {
         pw.retry = now + 1s;
@@ -740,6 +741,7 @@ struct exchange::impl {
           finish_waiter(cur, r.kvs.front().value, r.revision);
           continue;
         }
+        watcher->set_endpoint(etcd->endpoint());
         cur->wid = watcher->watch(cur->key, false, r.revision + 1);
       } catch (const std::exception& e) {
         cur->retry = now + 500ms;

@@ -239,3 +239,27 @@ TEST_CASE("a destroyed exchange revokes its lease at once", "[metadata][etcd]") 
   CHECK(c.get_prefix(ns + "/A/").kvs.empty());
   REQUIRE(eventually([&] { return w.was_invalidated("A"); }));
 }
+
+TEST_CASE("a lost lease is replaced and our keys are put back", "[metadata][etcd]") {
+  NIXL_REQUIRE_ETCD();
+  auto ns = fresh_namespace("relapse");
+  etcd_client c(etcd_server::get().endpoint(), 5s);
+  fake_agent a("A");
+  exchange xa("A", with_etcd(ns), a.hooks());
+  xa.publish("metadata", a.blob()).get();
+  xa.publish("part", "MD:A:part").get();
+  auto before = c.get(ns + "/A/metadata");
+  REQUIRE(before.kvs.size() == 1);
+  // Someone (or an etcd restart) drops the lease behind our back.
+  c.lease_revoke(before.kvs[0].lease);
+  CHECK(c.get_prefix(ns + "/A/").kvs.empty());
+  REQUIRE(eventually([&] { return c.get_prefix(ns + "/A/").kvs.size() == 2; }, 5s));
+  auto after = c.get(ns + "/A/metadata");
+  REQUIRE(after.kvs.size() == 1);
+  CHECK(after.kvs[0].value == a.blob());
+  CHECK(after.kvs[0].lease != before.kvs[0].lease);
+  // Withdrawn keys are not put back.
+  xa.unpublish().get();
+  std::this_thread::sleep_for(1500ms);
+  CHECK(c.get_prefix(ns + "/A/").kvs.empty());
+}

@@ -92,6 +92,9 @@ class etcd_watcher {
   void cancel(id w) noexcept;
   /// Number of active watches.
   std::size_t size() const noexcept;
+  /// Endpoint of the watches started from now on (after a fail-over of the client).
+  void set_endpoint(std::string_view endpoint);
+  const std::string& endpoint() const noexcept;
 
   struct update {
     id watch = 0;

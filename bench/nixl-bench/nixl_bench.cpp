@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <latch>
 #include <memory>
 #include <mutex>
@@ -96,6 +97,7 @@ struct options {
   bool skip_merge = false;
   bool enable_pt = true;
   bool yield = false;
+  bool ucx_alloc = false;
   int processes = 0;  // 0: 2 for backends that reach other agents, 1 otherwise
   std::string role;   // "", "target", "initiator"
   std::string peer_ip = "127.0.0.1";
@@ -163,11 +165,18 @@ nixl::params backend_params(const options& o) {
 /// A DRAM buffer, a VRAM buffer or a file, all addressed by offsets from 0.
 class segment {
  public:
-  segment(nixl::mem_kind kind, std::size_t size, const options& o, int gpu, const char* who)
+  /// With `ucx`, DRAM comes from the UCX backend's allocator instead of mmap.
+  segment(nixl::mem_kind kind, std::size_t size, const options& o, int gpu, const char* who,
+          nixl::ucx::backend* ucx = nullptr)
       : kind_(kind), size_(size) {
     switch (kind) {
       case nixl::mem_kind::dram:
-        host_ = nb::host_buffer(size);
+        if (ucx != nullptr) {
+          ucx_mem_ = ucx->allocate(size);
+          std::memset(ucx_mem_.data(), 0, size);
+        } else {
+          host_ = nb::host_buffer(size);
+        }
         break;
       case nixl::mem_kind::vram:
 #if defined(NIXL_BENCH_CUDA)
@@ -194,6 +203,7 @@ class segment {
   }
   segment(const segment&) = delete;
   ~segment() {
+    if (cleanup_) cleanup_();
 #if defined(NIXL_BENCH_CUDA)
     if (vram_ != nullptr) cudaFree(vram_);
 #endif
@@ -213,7 +223,7 @@ class segment {
     return path_;
   }
   std::uintptr_t base() const noexcept {
-    if (kind_ == nixl::mem_kind::dram) return host_.addr();
+    if (kind_ == nixl::mem_kind::dram) return reinterpret_cast<std::uintptr_t>(host());
     if (kind_ == nixl::mem_kind::vram) return reinterpret_cast<std::uintptr_t>(vram_);
     return 0;
   }
@@ -222,7 +232,18 @@ class segment {
     if (kind_ == nixl::mem_kind::file) return static_cast<std::uint64_t>(fd_);
     return 0;
   }
+  /// Registers the segment with `a` (restricted to `opt`'s backends) until destruction.
+  void register_with(bench_agent& a, const nixl::backend_options& opt = {}) {
+    a.register_memory(registration(), opt);
+    cleanup_ = [this, &a, opt] {
+      try {
+        a.deregister_memory(registration(), opt);
+      } catch (...) {
+      }
+    };
+  }
   std::uint8_t* host() const noexcept {
+    if (ucx_mem_.size() != 0) return reinterpret_cast<std::uint8_t*>(ucx_mem_.data());
     return host_.data();
   }
   nixl::reg_dlist registration() const {
@@ -239,7 +260,7 @@ class segment {
 
   /// Pattern `seed` over the whole segment.
   void fill(std::uint32_t seed) {
-    if (kind_ == nixl::mem_kind::dram) return nb::fill_pattern(host_.data(), 0, size_, seed);
+    if (kind_ == nixl::mem_kind::dram) return nb::fill_pattern(host(), 0, size_, seed);
     std::vector<std::uint8_t> tmp(std::min<std::size_t>(size_, 16u << 20));
     for (std::size_t off = 0; off < size_; off += tmp.size()) {
       const std::size_t n = std::min(tmp.size(), size_ - off);
@@ -256,7 +277,7 @@ class segment {
         const std::size_t off = lay.offset(t, i);
         const std::uint8_t* p;
         if (kind_ == nixl::mem_kind::dram) {
-          p = host_.data() + off;
+          p = host() + off;
         } else {
           tmp.resize(lay.block);
           get(off, tmp.data(), lay.block);
@@ -299,11 +320,19 @@ class segment {
   nixl::mem_kind kind_;
   std::size_t size_;
   nb::host_buffer host_;
+  nixl::ucx::memory ucx_mem_;
+  std::function<void()> cleanup_;
   void* vram_ = nullptr;
   int gpu_ = 0;
   int fd_ = -1;
   std::string path_;
 };
+
+/// The UCX allocator of `a` when DRAM should come from UCX (--ucx_alloc), else null.
+nixl::ucx::backend* ucx_allocator(bench_agent& a, const options& o) {
+  if (!o.ucx_alloc || o.backend != "UCX") return nullptr;
+  return &a.get_backend<nixl::ucx::backend>();
+}
 
 // ---- notifications as a small request/reply channel --------------------------------------------
 
@@ -366,30 +395,31 @@ class target_side {
 /// A segment of this process: registered with a second agent, or with the initiator itself.
 class local_target final : public target_side {
  public:
-  local_target(bench_agent& initiator, const options& o, std::size_t size)
-      : initiator_(initiator), seg_(o.target_kind(), size, o, o.target_gpu, "target") {
+  local_target(bench_agent& initiator, const options& o, std::size_t size) : initiator_(initiator) {
     if (o.local_only()) {
       name_ = initiator.name();
-      initiator.register_memory(seg_.registration(), {{o.backend}});
+      seg_.emplace(o.target_kind(), size, o, o.target_gpu, "target");
+      seg_->register_with(initiator, {{o.backend}});
       return;
     }
     nixl::agent_config cfg;
     cfg.enable_prog_thread = o.enable_pt;
     agent_ = std::make_unique<bench_agent>(target_name, cfg);
     agent_->create_backend(o.backend, backend_params(o));
-    agent_->register_memory(seg_.registration());
+    seg_.emplace(o.target_kind(), size, o, o.target_gpu, "target", ucx_allocator(*agent_, o));
+    seg_->register_with(*agent_);
     initiator.load_remote_metadata(agent_->local_metadata());
     name_ = target_name;
     progress_ = !o.enable_pt;
   }
   ~local_target() override { finish(); }
   const std::string& agent() const override { return name_; }
-  nixl::desc at(std::size_t off, std::size_t len) const override { return seg_.at(off, len); }
-  nixl::mem_kind kind() const override { return seg_.kind(); }
-  void fill(std::uint32_t seed) override { seg_.fill(seed); }
+  nixl::desc at(std::size_t off, std::size_t len) const override { return seg_->at(off, len); }
+  nixl::mem_kind kind() const override { return seg_->kind(); }
+  void fill(std::uint32_t seed) override { seg_->fill(seed); }
   std::optional<std::size_t> verify(const nb::layout& l, std::size_t c, int t,
                                     std::uint32_t s) override {
-    return seg_.verify(l, c, t, s);
+    return seg_->verify(l, c, t, s);
   }
   void idle() override {
     if (progress_) agent_->progress();
@@ -400,21 +430,16 @@ class local_target final : public target_side {
         initiator_.invalidate_remote_metadata(target_name);
       } catch (...) {
       }
-      agent_.reset();
-    } else if (!name_.empty()) {
-      try {
-        initiator_.deregister_memory(seg_.registration());
-      } catch (...) {
-      }
-      name_.clear();
     }
+    seg_.reset();  // deregisters, before its agent goes
+    agent_.reset();
   }
-  segment& seg() { return seg_; }
+  segment& seg() { return *seg_; }
 
  private:
   bench_agent& initiator_;
-  segment seg_;
   std::unique_ptr<bench_agent> agent_;
+  std::optional<segment> seg_;
   std::string name_;
   bool progress_ = false;
 };
@@ -491,8 +516,9 @@ int run_target(const options& o, int port_fd) {
   cfg.listen_address = "127.0.0.1";
   bench_agent a(target_name, cfg);
   a.create_backend(o.backend, backend_params(o));
-  segment seg(o.target_kind(), o.buffer_size(), o, o.target_gpu, "target");
-  a.register_memory(seg.registration());
+  segment seg(o.target_kind(), o.buffer_size(), o, o.target_gpu, "target",
+              o.target_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
+  seg.register_with(a);
   const auto port = a.listen_port();
   if (port_fd >= 0) {
     auto s = fmt::format("{}\n", port);
@@ -886,8 +912,9 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   if (o.num_threads > 1) cfg.sync = nixl::thread_sync::rw;
   bench_agent a(initiator_name, cfg);
   a.create_backend(o.backend, backend_params(o));
-  segment local(o.initiator_kind(), o.buffer_size(), o, o.initiator_gpu, "initiator");
-  a.register_memory(local.registration(), {{o.backend}});
+  segment local(o.initiator_kind(), o.buffer_size(), o, o.initiator_gpu, "initiator",
+                o.initiator_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
+  local.register_with(a, {{o.backend}});
 
   std::unique_ptr<target_side> tgt;
   if (o.processes == 1) {
@@ -1039,6 +1066,9 @@ int main(int argc, char** argv) {
                "leave a block-sized gap between descriptors so that none can be merged");
   app.add_flag("--skip_merge", o.skip_merge, "ask the agent not to merge contiguous descriptors");
   app.add_option("--enable_pt", o.enable_pt, "backend progress threads (true/false)");
+  app.add_flag("--ucx_alloc", o.ucx_alloc,
+               "UCX: allocate DRAM through the backend (UCP_MEM_MAP_ALLOCATE); peers on one host "
+               "then reach it through shared memory without the target's help");
   app.add_flag("--yield", o.yield, "yield the CPU between polls instead of spinning");
   app.add_option("--processes", o.processes,
                  "1: target in this process; 2: a target process over loopback (0: 2 for UCX)")

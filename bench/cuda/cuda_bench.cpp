@@ -179,6 +179,35 @@ int main(int argc, char** argv) {
                 100.0 * std::abs(tn - tn2) / std::min(tn, tn2));
   }
 
+  // READ: GPU 0's agent pulls GPU 1's buffer (the backend pushes from GPU 1) against
+  // cudaMemcpyPeerAsync on a stream of GPU 0
+  if (ndev > 1) {
+    std::printf("\n## READ into GPU 0 from GPU 1, one descriptor per request\n");
+    std::printf("%-10s %14s %14s %14s %10s\n", "size", "nixl us", "nixl GB/s", "peer GB/s",
+                "ratio");
+    for (std::size_t n : {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20,
+                          std::size_t{256} << 20}) {
+      const int reps = reps_for(n, quick);
+      auto req = A->create_request(nixl::xfer_op::read, blocks(mem_kind::vram, s0.at(), 1, n, n, 0),
+                                   blocks(mem_kind::vram, t1.at(), 1, n, n, d1), "B");
+      const double tn = median_us(reps, [&] { run(req); });
+      const double tp = median_us(reps, [&] {
+        must(cudaMemcpyPeerAsync(reinterpret_cast<void*>(s0.at()), 0,
+                                 reinterpret_cast<void*>(t1.at()), 1, n, st0),
+             "cudaMemcpyPeerAsync");
+        must(cudaEventRecord(ev, st0), "cudaEventRecord");
+        cudaError_t e;
+        while ((e = cudaEventQuery(ev)) == cudaErrorNotReady) {
+        }
+        must(e, "cudaEventQuery");
+      });
+      std::printf("%-10s %14.1f %14.1f %14.1f %10.3f\n",
+                  n >= (1u << 20) ? (std::to_string(n >> 20) + " MiB").c_str()
+                                  : (std::to_string(n >> 10) + " KiB").c_str(),
+                  tn, n / tn / 1e3, n / tp / 1e3, tp / tn);
+    }
+  }
+
   // ---- 2. 64 x 4 KiB -----------------------------------------------------------------------
   std::printf("\n## 64 x 4 KiB blocks per request (blocks 64 KiB apart)\n");
   std::printf("%-12s %-28s %12s %12s %16s\n", "path", "method", "us/request", "us/block",

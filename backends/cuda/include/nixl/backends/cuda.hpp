@@ -132,6 +132,7 @@ class backend {
     std::uintptr_t addr = 0;  // the owner's address of the region
     std::size_t len = 0;
     int device = -1;            // GPU (ordinal here) that holds the mapping, -1 for DRAM
+    bool owner_gpu = false;     // `device` is the GPU whose memory this is
     std::uintptr_t access = 0;  // address here that corresponds to `addr`
     bool device_access = false;
     void* ipc_base = nullptr;  // set when mapped from an IPC handle (closed on unload)
@@ -216,7 +217,7 @@ class backend {
   const config& settings() const noexcept;
 
  private:
-  int exec_device(const region& l, const remote_region& r) const;
+  int exec_device(const region& l, const remote_region& r, xfer_op op) const;
   bool ensure_peer_access(int from, int to);
   CUstream_st* take_stream(int device);
 

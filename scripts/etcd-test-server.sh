@@ -19,7 +19,7 @@ etcd_bin=${ETCD_BIN:-$(command -v etcd || true)}
 
 free_port() {
   # Ask the kernel for an unused loopback port.
-  if command -v /usr/bin/python3 >/dev/null 2>&1; then
+  if [[ -x /usr/bin/python3 ]]; then
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
   else
     echo $((20000 + RANDOM % 20000))
@@ -27,7 +27,11 @@ free_port() {
 }
 
 healthy() {
-  curl -s --noproxy '*' -m 1 -X POST -d '{}' "$1/v3/maintenance/status" 2>/dev/null | grep -q '"version"'
+  # GET /health over bash's /dev/tcp: no curl or etcdctl needed (etcd-server ships neither).
+  local port=${1##*:} reply
+  reply=$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port &&
+    printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 && cat <&3" 2>/dev/null) || return 1
+  [[ "$reply" == *'"health":"true"'* ]]
 }
 
 stop() {

@@ -501,6 +501,34 @@ TEST_CASE("posix: path mode and query_memory", "[posix]") {
   b.deregister_region(reg);
   b.deregister_region(mem);
   CHECK(reg.fd == -1);
+
+  // Path mode with O_DIRECT: the flags reach open(2) and the alignment is enforced.
+  auto dreg = b.register_region(nixl::mem_kind::file, {{0, 0, 43}, "rw,direct:" + path});
+  if (dreg.direct) {
+    CHECK(dreg.off_align >= 1);
+    auto drr = b.load_local(dreg);
+    buffer al(8192);
+    al.zero();
+    auto dmem = b.register_region(nixl::mem_kind::dram, {{al.addr(), al.n, 0}, ""});
+    l.addr = al.addr();
+    l.len = 8192;
+    l.region = &dmem;
+    f.addr = 4096;
+    f.len = 8192;
+    f.dev = 43;
+    f.region = &drr;
+    backend::request dr;
+    b.prepare(dr, nixl::xfer_op::read, std::span(&l, 1), std::span(&f, 1), peer);
+    CHECK(wait(b, dr, b.post(dr, std::nullopt)) == nixl::status::success);
+    CHECK(std::memcmp(al.p, buf.p, 8192) == 0);
+    l.addr = al.addr() + 1;
+    l.len = 4096;
+    f.len = 4096;
+    CHECK_THROWS_AS(b.prepare(dr, nixl::xfer_op::read, std::span(&l, 1), std::span(&f, 1), peer),
+                    nixl::error);
+    b.deregister_region(dmem);
+  }
+  b.deregister_region(dreg);
 }
 
 TEST_CASE("posix: through nixl::agent", "[posix][agent]") {

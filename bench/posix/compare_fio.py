@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Read/write bandwidth of the POSIX backend next to fio's io_uring engine, same file, same
+"""Read/write bandwidth of the POSIX backend next to fio (io_uring engine by default), same file, same
 sizes, same queue depth, runs interleaved in one session. Prints a Markdown table (median of
 --reps runs per cell, GB/s = 1e9 bytes/s) and, with --jsonl, every raw measurement.
 
@@ -27,7 +27,7 @@ def run_nixl(a, path, op, bs, direct):
 
 
 def run_fio(a, path, op, bs, direct):
-    cmd = [a.fio, "--name=posix-cmp", f"--filename={path}", "--ioengine=io_uring", f"--rw={op}",
+    cmd = [a.fio, "--name=posix-cmp", f"--filename={path}", f"--ioengine={a.fio_engine}", f"--rw={op}",
            f"--bs={bs}", f"--size={a.size}", f"--iodepth={a.iodepth}", f"--direct={int(direct)}",
            "--invalidate=0", f"--loops={a.loops}", "--output-format=json"] + shlex.split(a.fio_extra)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -45,7 +45,8 @@ def main():
     p.add_argument("--bs", default="4K,1M,16M")
     p.add_argument("--ops", default="read,write")
     p.add_argument("--modes", default="buffered,direct")
-    p.add_argument("--engine", default="URING")
+    p.add_argument("--engine", default="URING", help="nixl engine: URING, AIO or POSIX")
+    p.add_argument("--fio-engine", default="io_uring", help="fio --ioengine (io_uring, libaio)")
     p.add_argument("--iodepth", type=int, default=64)
     p.add_argument("--loops", type=int, default=3, help="passes over the file per measurement")
     p.add_argument("--reps", type=int, default=3, help="measurements per tool and cell")
@@ -84,7 +85,7 @@ def main():
         if raw:
             raw.close()
 
-    print(f"| mode | op | block | nixl POSIX/{a.engine} GB/s | fio io_uring GB/s | ratio |")
+    print(f"| mode | op | block | nixl POSIX/{a.engine} GB/s | fio {a.fio_engine} GB/s | ratio |")
     print("|---|---|---:|---:|---:|---:|")
     for mode, op, bs, n, f, r, _ in rows:
         print(f"| {mode} | {op} | {bs} | {n:.3f} | {f:.3f} | {r:.2f} |")

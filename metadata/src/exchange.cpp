@@ -238,7 +238,10 @@ struct exchange::impl {
   }
 
   void fail_conn(connection& c, status s, std::string msg) {
-    if (c.req) fail(*c.req, s, fmt::format("{}: {}", c.peer, msg));
+    if (c.req) {
+      fail(*c.req, s, fmt::format("{}: {}", c.peer, msg));
+      c.req.reset();  // its promise is satisfied; nothing may touch it again
+    }
     close_conn(c);
   }
 
@@ -347,6 +350,26 @@ struct exchange::impl {
     return true;
   }
 
+  /// Serves the complete requests buffered on a client connection, one at a time: the next is
+  /// taken only once the previous reply left, so a client that sends requests without reading
+  /// replies cannot make us buffer more than one reply. False when the connection was closed.
+  bool drain_requests(connection& c) {
+    frame f;
+    while (c.out_pos >= c.out.size()) {
+      auto r = c.decoder.next(f);
+      if (r == frame_decoder::result::need_more) return true;
+      if (r == frame_decoder::result::error) {
+        ++rejected;
+        log::info("metadata listener: closing {}: {}", c.peer, c.decoder.error_message());
+        close_conn(c);
+        return false;
+      }
+      serve(c, f);
+      if (c.closed || !flush(c)) return false;
+    }
+    return true;
+  }
+
   /// Runs one connection after poll() reported `revents` for it.
   void pump(connection& c, short revents) {
     if (c.closed) return;
@@ -362,10 +385,12 @@ struct exchange::impl {
       c.connecting = false;
     }
     if (c.out_pos < c.out.size() && !flush(c)) return;
+    if (!c.outgoing() && !drain_requests(c)) return;
     if ((revents & (POLLIN | POLLHUP | POLLERR)) == 0) return;
     std::size_t budget = read_budget;
     char buf[read_chunk];
-    while (budget > 0 && !c.closed) {
+    // A client whose reply is still queued is not read (see drain_requests).
+    while (budget > 0 && !c.closed && (c.outgoing() || c.out_pos >= c.out.size())) {
       ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -375,29 +400,21 @@ struct exchange::impl {
       }
       budget -= std::min(budget, static_cast<std::size_t>(n));
       c.decoder.append(std::string_view(buf, static_cast<std::size_t>(n)));
-      frame f;
-      for (;;) {
-        auto r = c.decoder.next(f);
-        if (r == frame_decoder::result::need_more) break;
-        if (r == frame_decoder::result::error) {
-          if (c.outgoing()) {
-            fail_conn(c, status::mismatch,
-                      fmt::format("malformed reply: {}", c.decoder.error_message()));
-          } else {
-            ++rejected;
-            log::info("metadata listener: closing {}: {}", c.peer, c.decoder.error_message());
-            close_conn(c);
-          }
-          return;
-        }
-        if (c.outgoing()) {
-          complete(c, f);
-          return;
-        }
-        serve(c, f);
-        if (c.closed) return;
+      if (!c.outgoing()) {
+        if (!drain_requests(c)) return;
+        continue;
       }
-      if (!c.outgoing() && c.out_pos < c.out.size() && !flush(c)) return;
+      frame f;
+      auto r = c.decoder.next(f);
+      if (r == frame_decoder::result::error) {
+        fail_conn(c, status::mismatch,
+                  fmt::format("malformed reply: {}", c.decoder.error_message()));
+        return;
+      }
+      if (r == frame_decoder::result::frame) {
+        complete(c, f);
+        return;
+      }
     }
   }
 
@@ -509,8 +526,10 @@ struct exchange::impl {
       pfds.push_back({wake.get(), POLLIN, 0});
       pfds.push_back({listener ? listener.get() : -1, POLLIN, 0});
       for (auto& c : conns) {
-        pfds.push_back(
-            {c.fd.get(), static_cast<short>(POLLIN | (c.wants_write() ? POLLOUT : 0)), 0});
+        // A client with a reply still queued is only written to (see drain_requests).
+        short ev = c.wants_write() ? POLLOUT : 0;
+        if (c.outgoing() || !c.wants_write()) ev |= POLLIN;
+        pfds.push_back({c.fd.get(), ev, 0});
         polled.push_back(&c);
         next = std::min(next, c.deadline);
       }

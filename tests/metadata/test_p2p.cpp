@@ -347,3 +347,27 @@ TEST_CASE("listener setup errors", "[metadata][p2p]") {
   }
   CHECK_THROWS_AS(exchange("B", listening(), nixl::md::hooks{}), nixl::error);
 }
+
+TEST_CASE("a client that sends requests without reading replies is held back, then dropped",
+          "[metadata][p2p][robustness]") {
+  fake_agent a("A"), b("B");
+  b.payload = std::string(64 * 1024, 'm');  // big replies fill the socket buffers quickly
+  auto cfg = listening();
+  cfg.io_timeout = 700ms;
+  exchange xb("B", cfg, b.hooks());
+  exchange xa("A", listening(), a.hooks());
+  raw_client flood(xb.port());
+  std::string frames;
+  for (int i = 0; i < 1000; ++i) nixl::md::append_frame(frames, nixl::md::frame_type::fetch, "B");
+  flood.write(frames);
+  std::this_thread::sleep_for(200ms);
+  // Replies stop once the client's socket is full: far fewer than 1000 were produced.
+  auto served = xb.stats().served;
+  CHECK(served < 500);
+  // Others are served meanwhile.
+  xa.fetch("127.0.0.1", xb.port(), "B").get();
+  CHECK(a.value("B") == b.blob());
+  // The stalled client is cut off after io_timeout.
+  REQUIRE(eventually([&] { return xb.stats().timed_out >= 1; }, 3s));
+  CHECK(xb.stats().served < served + 10);
+}

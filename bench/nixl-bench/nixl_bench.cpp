@@ -339,9 +339,10 @@ nixl::ucx::backend* ucx_allocator(bench_agent& a, const options& o) {
 class mailbox {
  public:
   mailbox(bench_agent& a, std::string peer) : a_(a), peer_(std::move(peer)) {}
-  /// Next message from the peer, or nothing after `limit`. `idle` runs between polls.
+  /// Next message from the peer, or nothing after `limit`. `idle` runs between polls, which
+  /// sleep unless `spin` (a target that progresses its backend itself must not sleep).
   template <class Idle>
-  std::optional<std::string> next(std::chrono::milliseconds limit, Idle&& idle) {
+  std::optional<std::string> next(std::chrono::milliseconds limit, Idle&& idle, bool spin = false) {
     const auto end = nb::clock::now() + limit;
     for (;;) {
       if (!q_.empty()) {
@@ -355,7 +356,7 @@ class mailbox {
       if (!q_.empty()) continue;
       if (nb::clock::now() > end) return std::nullopt;
       idle();
-      std::this_thread::sleep_for(100us);
+      if (!spin) std::this_thread::sleep_for(100us);
     }
   }
   std::optional<std::string> next(std::chrono::milliseconds limit) {
@@ -546,7 +547,7 @@ int run_target(const options& o, int port_fd) {
   nixl::xfer_dlist where(seg.kind(), {seg.at(0, seg.size())});
   box.send("where:" + nixl::encode(where));
   for (;;) {
-    auto m = box.next(1000ms, idle);
+    auto m = box.next(1000ms, idle, !o.enable_pt);
     if (!m) {
       if (!a.check_remote_metadata(initiator_name)) {
         fmt::print(stderr, "nixl-bench target: the initiator went away\n");

@@ -156,3 +156,79 @@ TEST_CASE("cuda: standalone notifications between agents, and to itself", "[cuda
   // too long
   CHECK(code_of([&] { a.notify("nB", std::string(100 * 1024, 'x')); }) == status::invalid_param);
 }
+
+namespace {
+// Public data of a region as a peer would send it (layout: docs/cuda.md).
+std::string region_blob(nixl::mem_kind k, const std::string& conn_info, std::uintptr_t addr,
+                        std::size_t len) {
+  std::string b(144, '\0');
+  auto put = [&](std::size_t at, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(0, 0x5243584e, 4);
+  b[4] = 1;
+  b[5] = static_cast<char>(k);
+  b.replace(8, 24, conn_info.substr(8, 24));  // boot id and process token of the sender
+  put(48, addr, 8);
+  put(56, len, 8);
+  put(64, 0, 8);
+  put(72, len, 8);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("cuda: peers on another host, and DRAM of another process, are refused clearly",
+          "[cuda]") {
+  backend b({}, ctx("me"));
+  backend::region local;
+  local.kind = nixl::mem_kind::vram;
+  local.addr = local.access = 0x10000;
+  local.len = 4096;
+  local.device = 0;
+  local.device_access = true;
+  auto attempt = [&](backend::peer& p, const backend::remote_region& rr) -> std::string {
+    nixl::bound_desc<backend::region> l;
+    l.addr = 0x10000;
+    l.len = 64;
+    l.region = &local;
+    nixl::bound_desc<backend::remote_region> r;
+    r.addr = rr.addr;
+    r.len = 64;
+    r.region = &rr;
+    backend::request req;
+    try {
+      b.prepare(req, nixl::xfer_op::write, std::span(&l, 1), std::span(&r, 1), p);
+    } catch (const nixl::error& e) {
+      CHECK(e.status_code() == status::not_supported);
+      return e.what();
+    }
+    return "accepted";
+  };
+  // another host: a different boot id
+  std::string far = b.connection_info();
+  far[8] = static_cast<char>(far[8] ^ 0x55);
+  auto pf = b.load_peer("far", bytes(far));
+  CHECK_FALSE(pf.same_host);
+  auto rf = b.unpack(pf, nixl::mem_kind::vram, {0x20000, 4096, 0},
+                     bytes(region_blob(nixl::mem_kind::vram, far, 0x20000, 4096)));
+  CHECK(attempt(pf, rf).find("runs on host") != std::string::npos);
+  CHECK(code_of([&] { b.notify(pf, "x"); }) == status::not_supported);
+  // another process of this host: a different token; its DRAM is out of reach
+  std::string near = b.connection_info();
+  near[24] = static_cast<char>(near[24] ^ 0x55);
+  auto pn = b.load_peer("near", bytes(near));
+  CHECK(pn.same_host);
+  CHECK_FALSE(pn.same_process);
+  auto rn = b.unpack(pn, nixl::mem_kind::dram, {0x30000, 4096, 0},
+                     bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+  CHECK(attempt(pn, rn).find("another process") != std::string::npos);
+  // the blob must describe the descriptor it comes with
+  CHECK(code_of([&] {
+          (void)b.unpack(pn, nixl::mem_kind::dram, {0x30000, 8192, 0},
+                         bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+        }) == status::mismatch);
+  CHECK(code_of([&] {
+          (void)b.unpack(pn, nixl::mem_kind::vram, {0x30000, 4096, 0},
+                         bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+        }) == status::mismatch);
+}

@@ -158,6 +158,66 @@ void ipc_close(void* base) noexcept {
   }
 }
 
+// ---- DRAM pinned by this library, shared by every backend of the process ------------------
+
+struct pin_entry {
+  std::size_t len = 0;
+  std::size_t refs = 0;
+};
+
+struct pin_table {
+  std::mutex mu;
+  std::map<std::uintptr_t, pin_entry> pins;  // by start address; ranges do not overlap
+};
+
+pin_table& pins() {
+  static pin_table t;
+  return t;
+}
+
+enum class pin_result { none, pinned, overlap };
+
+// Pins the range (when `may_pin`: nobody pinned it and pinning is on), or takes a reference on the
+// same range pinned here before. `overlap` when it overlaps a different range pinned here.
+pin_result pin(std::uintptr_t addr, std::size_t len, bool may_pin) {
+  auto& t = pins();
+  std::lock_guard lk(t.mu);
+  auto it = t.pins.upper_bound(addr);
+  if (it != t.pins.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first == addr && prev->second.len == len) {
+      ++prev->second.refs;
+      return pin_result::pinned;
+    }
+    if (prev->first + prev->second.len > addr) return pin_result::overlap;
+  }
+  if (it != t.pins.end() && it->first < addr + len) return pin_result::overlap;
+  if (!may_pin) return pin_result::none;
+  const cudaError_t e = cudaHostRegister(reinterpret_cast<void*>(addr), len,
+                                         cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    nixl::log::info(
+        "CUDA backend: DRAM {:#x} + {} stays pageable (cudaHostRegister: {}); "
+        "copies of it go through the copy engines, staged by the driver",
+        addr, len, describe(e));
+    return pin_result::none;
+  }
+  t.pins.emplace(addr, pin_entry{len, 1});
+  return pin_result::pinned;
+}
+
+void unpin(std::uintptr_t addr, std::size_t len) noexcept {
+  auto& t = pins();
+  std::lock_guard lk(t.mu);
+  auto it = t.pins.find(addr);
+  if (it == t.pins.end() || it->second.len != len) return;
+  if (--it->second.refs == 0) {
+    (void)NIXL_CUDA_WARN(cudaHostUnregister(reinterpret_cast<void*>(addr)));
+    t.pins.erase(it);
+  }
+}
+
 // Whether GPUs reach host pointer `p` (pinned and mapped), and at which address.
 bool host_device_pointer(const void* p, std::uintptr_t& dev) noexcept {
   cudaPointerAttributes a{};
@@ -367,22 +427,15 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
     if (a.type == cudaMemoryTypeDevice)
       raise(status::invalid_param, "CUDA backend: {} is GPU memory of GPU {}; register it as VRAM",
             hex(d.addr), a.device);
-    std::uintptr_t dp = 0;
-    if (a.type == cudaMemoryTypeUnregistered && st_->cfg.pin_dram) {
-      const cudaError_t e = cudaHostRegister(const_cast<void*>(p), d.len,
-                                             cudaHostRegisterPortable | cudaHostRegisterMapped);
-      if (e == cudaSuccess) {
-        r.pinned_here = true;
-      } else {
-        (void)cudaGetLastError();
-        nixl::log::info(
-            "CUDA backend: DRAM {} + {} stays pageable (cudaHostRegister: {}); "
-            "copies of it go through the copy engines, staged by the driver",
-            hex(d.addr), d.len, detail::describe(e));
-      }
-    }
+    // Pinning is shared by every backend of the process (two agents may register the same
+    // buffer): an exact range already pinned here gains a reference; a range overlapping one
+    // pinned here stays unpinned and off the kernel path, since the other owner may unpin it.
+    const pin_result pr =
+        pin(d.addr, d.len, a.type == cudaMemoryTypeUnregistered && st_->cfg.pin_dram);
+    r.pinned_here = pr == pin_result::pinned;
     r.access = d.addr;
-    if (host_device_pointer(p, dp)) {
+    std::uintptr_t dp = 0;
+    if (pr != pin_result::overlap && host_device_pointer(p, dp)) {
       // Both ends must be pinned for kernels to reach the whole range.
       std::uintptr_t dp_end = 0;
       if (host_device_pointer(reinterpret_cast<const char*>(p) + d.len - 1, dp_end) &&
@@ -416,7 +469,7 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
 
 void backend::deregister_region(region& r) noexcept {
   if (r.pinned_here) {
-    (void)NIXL_CUDA_WARN(cudaHostUnregister(reinterpret_cast<void*>(r.addr)));
+    unpin(r.addr, r.len);
     r.pinned_here = false;
   }
   r.device_access = false;

@@ -546,3 +546,43 @@ TEST_CASE("cuda gpu: requests made and posted from several threads (rw mode)", "
   }
   CHECK(bad == 0);
 }
+
+TEST_CASE("cuda gpu: DRAM pinned once for every agent of the process", "[cuda][gpu]") {
+  NEED_GPUS(1);
+  const std::size_t n = 4u << 20;
+  std::vector<std::uint8_t> host(n);
+  fill(host, 6);
+  const auto h = reinterpret_cast<std::uintptr_t>(host.data());
+  gpu_buffer g(n, 0);
+  auto pinned = [&] {
+    cudaPointerAttributes at{};
+    must(cudaPointerGetAttributes(&at, host.data()), "cudaPointerGetAttributes");
+    return at.type == cudaMemoryTypeHost;
+  };
+  CHECK_FALSE(pinned());
+  auto x = std::make_unique<agent>("pinX");
+  agent y("pinY"), z("pinZ");
+  for (agent* a : {x.get(), &y, &z}) a->create_backend("CUDA");
+  x->register_memory(reg(mem_kind::dram, h, n, 0));
+  y.register_memory(reg(mem_kind::dram, h, n, 0));             // same range: shares the pin
+  z.register_memory(reg(mem_kind::dram, h + 4096, n / 2, 0));  // overlaps: copy engines only
+  for (agent* a : {&y, &z}) a->register_memory(reg(mem_kind::vram, g.addr(), n, 0));
+  CHECK(pinned());
+  x.reset();  // x deregisters; y still holds the pin
+  CHECK(pinned());
+  for (agent* a : {&y, &z}) {
+    g.fill_pattern(2);
+    std::vector<nixl::desc> l, r;
+    for (std::size_t i = 0; i < 256; ++i) {
+      l.push_back({h + 4096 + i * 4096, 4096, 0});
+      r.push_back({g.addr(i * 4096), 4096, 0});
+    }
+    auto req = a->create_request(xfer_op::write, nixl::xfer_dlist(mem_kind::dram, l),
+                                 nixl::xfer_dlist(mem_kind::vram, r), a->name());
+    req.post();
+    REQUIRE(wait(req) == status::success);
+    verify(g, 2, 0, 256 * 4096, 6, 4096);
+  }
+  y.deregister_memory(reg(mem_kind::dram, h, n, 0));
+  CHECK_FALSE(pinned());
+}

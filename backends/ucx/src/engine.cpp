@@ -831,7 +831,7 @@ params backend::default_params() {
   return {{"num_workers", "1"},      {"device_list", ""},
           {"ucx_devices", ""},       {"ucx_error_handling_mode", "auto"},
           {"engine_config", ""},     {"enable_prog_thread", "true"},
-          {"progress_spin_us", "20"}};
+          {"progress_spin_us", "50"}};
 }
 
 backend::backend(const config& cfg, const backend_context& ctx)

@@ -51,7 +51,7 @@ struct config {
   std::string engine_config;
   /// After work, the progress thread keeps polling this long before it sleeps on the event fd
   /// (`progress_spin_us`): a target serving small requests then answers without a wake-up.
-  std::chrono::microseconds progress_spin{20};
+  std::chrono::microseconds progress_spin{50};
   /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
   /// default in `nixl::agent_config`).
   std::optional<bool> enable_prog_thread;

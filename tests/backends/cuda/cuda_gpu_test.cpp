@@ -356,7 +356,8 @@ TEST_CASE("cuda gpu: two processes (CUDA IPC), sub-range target, notification", 
   std::string word, md_hex;
   std::uintptr_t vaddr = 0, daddr = 0;
   std::size_t vlen = 0, dlen = 0, base = 0;
-  is >> word >> md_hex >> vaddr >> vlen >> base >> daddr >> dlen;
+  std::uintptr_t alloc = 0;
+  is >> word >> md_hex >> vaddr >> vlen >> base >> daddr >> dlen >> alloc;
   REQUIRE(word == "READY");
   REQUIRE(vlen == len);
 
@@ -375,6 +376,31 @@ TEST_CASE("cuda gpu: two processes (CUDA IPC), sub-range target, notification", 
   auto rd = a.create_request(xfer_op::read, one(mem_kind::vram, mine.addr(), len, 0),
                              one(mem_kind::vram, vaddr, len, peer_dev), "peer");
   rd.post();
+  REQUIRE(wait(rd) == status::success);
+  verify(mine, 3, 0, len, 11, base);
+
+  // the allocation's first 4 KiB, a second region mapped through the same IPC handle, read by
+  // this agent and by a second agent of this process that comes and goes
+  {
+    gpu_buffer small(4096, 0);
+    small.fill_pattern(4);
+    auto head = a.create_request(xfer_op::read, one(mem_kind::vram, mine.addr(), 4096, 0),
+                                 one(mem_kind::vram, alloc, 4096, peer_dev), "peer");
+    head.post();
+    REQUIRE(wait(head) == status::success);
+    verify(mine, 3, 0, 4096, 11, 0);
+    agent a2("initiator2");
+    a2.create_backend("CUDA");
+    a2.register_memory(reg(mem_kind::vram, small.addr(), 4096, 0));
+    a2.load_remote_metadata(from_hex(md_hex));
+    auto r2 = a2.create_request(xfer_op::read, one(mem_kind::vram, small.addr(), 4096, 0),
+                                one(mem_kind::vram, vaddr + 8192, 4096, peer_dev), "peer");
+    r2.post();
+    REQUIRE(wait(r2) == status::success);
+    verify(small, 4, 0, 4096, 11, base + 8192);
+  }
+  mine.fill_pattern(3);
+  rd.post();  // the mappings of this agent outlived the second agent's
   REQUIRE(wait(rd) == status::success);
   verify(mine, 3, 0, len, 11, base);
 

@@ -1,6 +1,7 @@
 // Target process of the two-process CUDA test. Usage: nixl_cuda_peer <gpu> <bytes>.
 // Registers a sub-range of a larger allocation on <gpu> (pattern 11) and some DRAM, prints
-// "READY <metadata hex> <vram addr> <len> <offset in allocation> <dram addr> <dram len>",
+// "READY <metadata hex> <vram addr> <len> <offset in allocation> <dram addr> <dram len>
+// <allocation start>" (the allocation's first 4 KiB are a second region),
 // waits for the notification "written" from "initiator", checks that the region now holds
 // pattern 22 and prints "RESULT ok" (or "RESULT bad <index>"), then exits on "EXIT".
 
@@ -23,11 +24,13 @@ int main(int argc, char** argv) {
     agent t("peer");
     t.create_backend("CUDA");
     t.register_memory(reg(nixl::mem_kind::vram, big.addr(base), len, dev));
+    // a second region of the same allocation (same IPC handle on the other side)
+    t.register_memory(reg(nixl::mem_kind::vram, big.addr(0), 4096, dev));
     t.register_memory(
         reg(nixl::mem_kind::dram, reinterpret_cast<std::uintptr_t>(dram.data()), dram.size(), 0));
     std::cout << "READY " << to_hex(t.local_metadata()) << ' ' << big.addr(base) << ' ' << len
               << ' ' << base << ' ' << reinterpret_cast<std::uintptr_t>(dram.data()) << ' '
-              << dram.size() << std::endl;
+              << dram.size() << ' ' << big.addr(0) << std::endl;
     if (!wait_notif(t, "initiator", "written", std::chrono::seconds(120))) {
       std::cout << "RESULT timeout" << std::endl;
       return 1;

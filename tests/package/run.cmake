@@ -1,5 +1,5 @@
 # cmake -DMODE=package|subdir|fetch -DSRC=<nixl source> -DWORK=<dir> [-DPREFIX=<install>]
-#       [-DCOMPONENTS=a;b] -P run.cmake
+#       [-DCOMPONENTS=a,b] -P run.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(common -DCMAKE_BUILD_TYPE=Release -DNIXL_BUILD_TESTS=OFF -DNIXL_BUILD_BENCH=OFF
@@ -10,7 +10,7 @@ function(run)
     message(FATAL_ERROR "failed (${rc}): ${ARGN}")
   endif()
 endfunction()
-string(REPLACE ";" "\\;" comps "${COMPONENTS}")
+set(comps "${COMPONENTS}")  # comma-separated
 if(MODE STREQUAL "package")
   run(${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/nixl-build -G Ninja ${common} -DNIXL_WITH_CUDA=OFF
       -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)

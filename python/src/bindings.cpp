@@ -123,20 +123,18 @@ struct remote_dlist {
 };
 
 std::uint64_t to_u64(py::handle o, const char* what) {
-  if (!PyLong_Check(o.ptr()))
+  // Anything with __index__ (int, numpy integers), as pybind's integer casts accept.
+  auto idx = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
+  if (!idx) {
+    PyErr_Clear();
     throw py::type_error(
         fmt::format("descriptor {} must be an int, not {}", what,
                     std::string(py::str(py::type::handle_of(o).attr("__name__")))));
-  const unsigned long long v = PyLong_AsUnsignedLongLong(o.ptr());
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(idx.ptr());
   if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
-    // Negative values: accept as two's complement (device pointers from int64 arrays).
-    const long long sv = PyLong_AsLongLong(o.ptr());
-    if (sv == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      throw py::value_error(fmt::format("descriptor {} does not fit in 64 bits", what));
-    }
-    return static_cast<std::uint64_t>(sv);
+    throw py::value_error(fmt::format("descriptor {} must be a non-negative 64-bit value", what));
   }
   return static_cast<std::uint64_t>(v);
 }

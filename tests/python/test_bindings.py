@@ -66,6 +66,7 @@ def test_xfer_dlist_forms():
     arr = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint64)
     al = nb.nixlXferDList(nb.DRAM_SEG, arr)
     assert al.descCount() == 2 and al[1] == (4, 5, 6)
+    assert nb.nixlXferDList(nb.DRAM_SEG, [tuple(arr[1])])[0] == (4, 5, 6)  # numpy integers
     al64 = nb.nixlXferDList(nb.DRAM_SEG, arr.astype(np.int64))
     assert al == al64
     assert al != nb.nixlXferDList(nb.DRAM_SEG, [(1, 2, 3)])
@@ -87,6 +88,12 @@ def test_xfer_dlist_bad_input():
         nb.nixlXferDList(nb.DRAM_SEG, np.zeros((2, 4), dtype=np.uint64))
     with pytest.raises(ValueError):
         nb.nixlXferDList(nb.DRAM_SEG, np.zeros((3, 6), dtype=np.uint64)[:, ::2])
+    with pytest.raises(ValueError):
+        nb.nixlXferDList(nb.DRAM_SEG, [(-1, 2, 3)])
+    with pytest.raises(ValueError):
+        nb.nixlXferDList(nb.DRAM_SEG, [(1 << 64, 2, 3)])
+    with pytest.raises(TypeError):
+        nb.nixlXferDList(nb.DRAM_SEG, [(1.5, 2, 3)])
     with pytest.raises(TypeError):
         nb.nixlXferDList(7, [])  # memory type must be a nixl_mem_t
     with pytest.raises(TypeError):

@@ -384,6 +384,7 @@ TEST_CASE("cuda gpu: two processes (CUDA IPC), sub-range target, notification", 
   {
     gpu_buffer small(4096, 0);
     small.fill_pattern(4);
+    mine.fill_pattern(3);
     auto head = a.create_request(xfer_op::read, one(mem_kind::vram, mine.addr(), 4096, 0),
                                  one(mem_kind::vram, alloc, 4096, peer_dev), "peer");
     head.post();

@@ -1,8 +1,11 @@
 #include <nixl/agent.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
+
+#include <stdlib.h>
 
 #include "nixl_test/catch.hpp"
 #include "nixl_test/fixtures.hpp"
@@ -24,6 +27,24 @@ void* operator new(std::size_t n) {
 void* operator new[](std::size_t n) {
   return operator new(n);
 }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  ++g_allocs;
+  return std::malloc(n == 0 ? 1 : n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  return operator new(n, t);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  ++g_allocs;
+  void* p = nullptr;
+  if (::posix_memalign(&p, std::max(sizeof(void*), static_cast<std::size_t>(a)), n == 0 ? 1 : n) !=
+      0)
+    throw std::bad_alloc();
+  return p;
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return operator new(n, a);
+}
 void operator delete(void* p) noexcept {
   std::free(p);
 }
@@ -34,6 +55,24 @@ void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
   std::free(p);
 }
 

@@ -23,6 +23,8 @@ if [[ $which == all || $which == ucx ]]; then
          --num_iter 200 --warmup_iter 20 --check_consistency)
   run ucx-sweep "${sweep[@]}" --plot "$out/ucx-sweep.png"
   run ucx-sweep-ucx-alloc "${sweep[@]}" --ucx_alloc --plot "$out/ucx-sweep-ucx-alloc.png"
+  # Ordinary memory again, without progress threads: the target process polls its worker.
+  run ucx-sweep-no-pt "${sweep[@]}" --enable_pt false
 fi
 if [[ $which == all || $which == modes ]]; then
   # The four modes, 16 descriptors per request, two processes, UCX-allocated memory.

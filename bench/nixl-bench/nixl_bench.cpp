@@ -599,18 +599,22 @@ struct baseline_result {
   double gbps = 0, us = 0;
 };
 
+/// Copies the blocks the transfers moved, in the same order: with `slots`, iteration k copies
+/// blocks (k * batch + j) % slots as the prepared mode does, else the same `batch` blocks.
 baseline_result memcpy_baseline(std::uint8_t* src, std::uint8_t* dst, const nb::layout& lay,
-                                std::size_t batch, const nb::point& p, bool read) {
+                                std::size_t batch, const nb::point& p, bool read,
+                                std::size_t slots = 0) {
   if (read) std::swap(src, dst);
-  auto once = [&] {
-    for (std::size_t i = 0; i < batch; ++i) {
+  auto once = [&](int k) {
+    for (std::size_t j = 0; j < batch; ++j) {
+      const std::size_t i = slots ? (static_cast<std::size_t>(k) * batch + j) % slots : j;
       const std::size_t off = lay.offset(0, i);
       std::memcpy(dst + off, src + off, lay.block);
     }
   };
-  for (int k = 0; k < p.warmup; ++k) once();
+  for (int k = 0; k < p.warmup; ++k) once(k);
   const auto a = nb::clock::now();
-  for (int k = 0; k < p.iters; ++k) once();
+  for (int k = p.warmup; k < p.warmup + p.iters; ++k) once(k);
   const double us = nb::us_since(a, nb::clock::now());
   const double bytes = static_cast<double>(lay.block * batch) * p.iters;
   return {bytes / us / 1e3, us / p.iters};
@@ -884,8 +888,8 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   // Baseline, after the run so that both do not compete for the cores.
   nb::point bp = p;
   if (o.baseline == "memcpy" && local.kind() == nixl::mem_kind::dram) {
-    auto b =
-        memcpy_baseline(local.host(), scratch.data(), lay, p.batch, bp, op == nixl::xfer_op::read);
+    auto b = memcpy_baseline(local.host(), scratch.data(), lay, p.batch, bp,
+                             op == nixl::xfer_op::read, o.xfer_mode == "prepared" ? slots : 0);
     row.base_gbps = b.gbps;
     row.base_us = b.us;
   } else if (o.baseline == "fio") {

@@ -10,6 +10,7 @@
 
 #if defined(NIXL_HAS_UCX)
 #include <nixl/backends/ucx.hpp>
+#include "nixl_test/errors.hpp"
 #endif
 
 using namespace md_test;
@@ -39,15 +40,7 @@ nixl::agent_config etcd_agent(const std::string& ns, bool listen = false) {
   return c;
 }
 
-template <class F>
-status code_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.status_code();
-  }
-  return status::success;
-}
+using nixl::test::code_of;
 
 /// One agent of a group with a buffer it registered.
 struct member {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "nixl_test/catch.hpp"
+#include "nixl_test/errors.hpp"
 #include "nixl_test/fixtures.hpp"
 
 using namespace nixl::test;
@@ -12,15 +13,7 @@ using nixl::status;
 using nixl::xfer_op;
 
 namespace {
-template <class F>
-status code_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.status_code();
-  }
-  return status::success;
-}
+using nixl::test::code_of;
 }  // namespace
 
 TEST_CASE("agent construction and backend creation") {

@@ -14,6 +14,7 @@
 
 #include "cuda_support.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/errors.hpp"
 
 extern char** environ;
 
@@ -34,15 +35,7 @@ using namespace cuda_test;
 
 namespace {
 
-template <class F>
-status code_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.status_code();
-  }
-  return status::success;
-}
+using nixl::test::code_of;
 
 nixl::xfer_dlist one(mem_kind k, std::uintptr_t a, std::size_t n, std::uint64_t dev) {
   return nixl::xfer_dlist(k, {nixl::desc{a, n, dev}});

@@ -6,21 +6,14 @@
 
 #include "cuda_support.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/errors.hpp"
 
 using nixl::status;
 using nixl::cuda::backend;
 using namespace cuda_test;
 
 namespace {
-template <class F>
-status code_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.status_code();
-  }
-  return status::success;
-}
+using nixl::test::code_of;
 nixl::backend_context ctx(std::string name) {
   return {std::move(name), nixl::thread_sync::none, false, {}};
 }

@@ -443,6 +443,7 @@ void engine::run() noexcept {
   const std::int64_t spin_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
   std::int64_t last_work = 0;
+  int sleep_ms = 1;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Announce the sleep before the last progress pass, so that a post() racing with it either
     // is seen by this pass or sees `sleeping_` and wakes us.
@@ -466,7 +467,11 @@ void engine::run() noexcept {
           log_ucs(s, "ucp_worker_arm");
       }
     }
-    const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : timeout_ms_);
+    // UCX 1.13 can miss an event-fd wake-up (NIXL polls every 1 ms for the same reason): sleep
+    // 1 ms after work, doubling while idle up to the configured period.
+    if (busy) sleep_ms = 1;
+    const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : sleep_ms);
+    if (n == 0 && !busy) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
     sleeping_.store(false, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;

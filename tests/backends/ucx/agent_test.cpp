@@ -3,7 +3,9 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nixl_test/catch.hpp"
@@ -267,4 +269,51 @@ TEST_CASE("ucx agents: memory allocated by UCX moves like any other") {
   // an allocation outlives its registrations: deregister first
   init.deregister_memory(nixl::reg_list<nixl::dram_t>{{{im.addr() + 4096, 65536, 0}, ""}});
   tgt.deregister_memory(nixl::reg_list<nixl::dram_t>{{{tm.addr(), tm.size(), 0}, ""}});
+}
+
+TEST_CASE("ucx agents: a notification arrives after its data, without the initiator polling") {
+  pair p(64 << 20);
+  p.ib.fill(12);
+  nixl::xfer_options opt;
+  opt.notif = "data-is-there";
+  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 64, 1 << 20),
+                                 blocks(p.tb.addr(), 64, 1 << 20), "target", opt);
+  const status s = r.post();
+  REQUIRE((s == status::success || s == status::in_progress));
+  // only the target polls; the initiator's progress thread completes the flush and sends
+  auto got = wait_notifs(p.tgt, "initiator", 1);
+  REQUIRE(got == std::vector<std::string>{"data-is-there"});
+  CHECK(p.tb.holds(12, 0, 64 << 20, 0));
+  CHECK(wait(r) == status::success);
+}
+
+TEST_CASE("ucx agents: several threads post at once (thread_sync rw)") {
+  nixl::agent_config cfg;
+  cfg.sync = nixl::thread_sync::rw;
+  buffer ib(1 << 20), tb(1 << 20);
+  ucx_agent init{"initiator", cfg}, tgt{"target", cfg};
+  init.create_backend<nixl::ucx::backend>({{"num_workers", "2"}});
+  tgt.create_backend<nixl::ucx::backend>();
+  init.register_memory(reg_of(ib));
+  tgt.register_memory(reg_of(tb));
+  init.load_remote_metadata(tgt.local_metadata());
+  constexpr int threads = 4, rounds = 50;
+  constexpr std::size_t slice = (1 << 20) / threads;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      const std::size_t off = static_cast<std::size_t>(t) * slice;
+      auto r = init.create_request(xfer_op::write, blocks(ib.addr() + off, 16, slice / 16),
+                                   blocks(tb.addr() + off, 16, slice / 16), "target");
+      for (int i = 0; i < rounds; ++i) {
+        ib.fill(static_cast<unsigned>(t * 100 + i), off, slice);
+        const nixl::notif_arg n = std::string_view("t");
+        if (!wait_post(r, n) || !tb.holds(static_cast<unsigned>(t * 100 + i), off, slice, off))
+          ++failures;
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(failures == 0);
+  CHECK(wait_notifs(tgt, "initiator", threads * rounds).size() == threads * rounds);
 }

@@ -251,6 +251,8 @@ inline status engine::after_data(op_slot* s) noexcept {
 inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
   auto* s = static_cast<op_slot*>(user);
+  // pairs with the release store in post(): the notification fields are visible here
+  (void)s->state.load(std::memory_order_acquire);
   if (st != UCS_OK) {
     s->finish(to_status(st));
     return;

@@ -423,7 +423,11 @@ class local_target final : public target_side {
     return seg_->verify(l, c, t, s);
   }
   void idle() override {
-    if (progress_) agent_->progress();
+    // Initiator threads poll at once; one of them progressing the target is enough.
+    if (progress_ && progress_mutex_.try_lock()) {
+      agent_->progress();
+      progress_mutex_.unlock();
+    }
   }
   void finish() override {
     if (agent_) {
@@ -443,6 +447,7 @@ class local_target final : public target_side {
   std::optional<segment> seg_;
   std::string name_;
   bool progress_ = false;
+  std::mutex progress_mutex_;
 };
 
 /// The target process, reached through notifications.

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs nixl-bench (and, if given, nixl_micro_bench) with every shared library it loads, the
+# dynamic loader and UCX's transport modules into one folder. That folder runs on another
+# x86-64 Linux machine that lacks those libraries, such as the GPU machine of
+# docs/performance.md:
+#   bench/nixl-bench/pack.sh build/nb-carry build/bench/nixl-bench/nixl-bench [nixl_micro_bench]
+#   build/nb-carry/nixl-bench.sh --processes 2 ...          # on the other machine
+#   build/nb-carry/doc-runs.sh build/nb-carry/nixl-bench.sh OUT ucx
+#   build/nb-carry/lib/ld-linux-x86-64.so.2 --library-path build/nb-carry/lib \
+#     build/nb-carry/nixl_micro_bench
+set -euo pipefail
+dest=${1:?destination folder}
+shift
+[[ $# -ge 1 ]] || { echo "usage: $0 DEST nixl-bench [more binaries]" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$dest/lib" "$dest/ucx"
+ucx_dir=$(dirname "$(ldconfig -p | awk '/libucp.so.0 /{print $NF; exit}')")/ucx
+libs() { ldd "$1" | awk '/=>/ && $3 ~ /^\// {print $3}'; }
+for bin in "$@"; do
+  cp "$bin" "$dest/"
+  for l in $(libs "$bin"); do cp -L "$l" "$dest/lib/"; done
+done
+if [[ -d $ucx_dir ]]; then
+  cp -L "$ucx_dir"/*.so.0 "$dest/ucx/"
+  for m in "$dest"/ucx/*.so.0; do
+    for l in $(libs "$m"); do [[ -f $dest/lib/$(basename "$l") ]] || cp -L "$l" "$dest/lib/"; done
+  done
+fi
+cp -L /lib64/ld-linux-x86-64.so.2 "$dest/lib/"
+cp "$here/doc-runs.sh" "$dest/"
+cat > "$dest/nixl-bench.sh" <<'SH'
+#!/usr/bin/env bash
+d=$(cd "$(dirname "$0")" && pwd)
+export UCX_MODULE_DIR=$d/ucx
+exec "$d/lib/ld-linux-x86-64.so.2" --library-path "$d/lib" "$d/nixl-bench" "$@"
+SH
+chmod +x "$dest/nixl-bench.sh"
+du -sh "$dest"

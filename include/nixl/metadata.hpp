@@ -72,7 +72,7 @@ inline void write_header(writer& w, blob_type t, std::uint8_t flags) {
   w.u8(static_cast<std::uint8_t>(t));
   w.u8(flags);
 }
-inline std::uint8_t read_header(reader& r, blob_type expected) {
+inline std::uint8_t read_header(reader& r, blob_type expected, std::uint8_t known_flags = 0) {
   auto magic = r.raw("magic", 4);
   if (magic != "NXMD") r.fail("not a nixl blob (bad magic); pass bytes produced by nixl");
   const auto v = r.u16("version");
@@ -82,7 +82,9 @@ inline std::uint8_t read_header(reader& r, blob_type expected) {
   const auto t = r.u8("type");
   if (t != static_cast<std::uint8_t>(expected))
     r.fail("blob type {} where {} was expected", t, static_cast<int>(expected));
-  return r.u8("flags");
+  const auto flags = r.u8("flags");
+  if ((flags & ~known_flags) != 0) r.fail("unknown flags {:#x}", flags);
+  return flags;
 }
 inline mem_kind read_kind(reader& r) {
   const auto k = r.u8("memory kind");
@@ -133,7 +135,7 @@ inline std::string encode(const agent_metadata& md) {
 inline agent_metadata decode_metadata(std::span<const std::byte> bytes) {
   detail::reader r(bytes, "agent metadata");
   agent_metadata md;
-  md.partial = (detail::read_header(r, blob_type::agent_metadata) & 1) != 0;
+  md.partial = (detail::read_header(r, blob_type::agent_metadata, 1) & 1) != 0;
   md.agent = std::string(r.bytes("agent name", limits::agent_name));
   if (md.agent.empty()) r.fail("empty agent name");
   const auto nconn = r.count("connection", 8, limits::backends);

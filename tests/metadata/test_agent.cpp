@@ -6,11 +6,11 @@
 
 #include "md_support.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/errors.hpp"
 #include "nixl_test/fixtures.hpp"
 
 #if defined(NIXL_HAS_UCX)
 #include <nixl/backends/ucx.hpp>
-#include "nixl_test/errors.hpp"
 #endif
 
 using namespace md_test;

@@ -85,6 +85,9 @@ TEST_CASE("specific defects give clear messages") {
   bad_version[4] = 9;
   expect(bad_version, "wire version 9");
   expect(bytes + "x", "trailing");
+  std::string bad_flags = bytes;
+  bad_flags[7] = static_cast<char>(0x80);  // only bit 0 (partial) is defined
+  expect(bad_flags, "unknown flags");
   // a huge count with no bytes behind it
   nixl::detail::writer w;
   w.raw("NXMD");

@@ -1039,7 +1039,9 @@ void validate(options& o) {
 int main(int argc, char** argv) {
   options o;
   CLI::App app{"nixl-bench: transfer bandwidth and latency sweeps through nixl::agent"};
-  app.option_defaults()->always_capture_default();
+  // A later option wins, so that wrappers (scripts/quickstart.sh) can be overridden.
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
   auto size_opt = [&](const char* name, std::size_t& v, const char* help) {
     app.add_option(name, v, help)->transform(CLI::AsSizeValue(false));
   };
@@ -1090,7 +1092,8 @@ int main(int argc, char** argv) {
   app.add_option("--filepath", o.filepath, "folder of the target file (FILE)");
   app.add_option("--posix_api_type", o.posix_api_type, "URING, AIO or POSIX")
       ->check(CLI::IsMember({"URING", "AIO", "POSIX"}));
-  app.add_option("--backend_params", o.backend_params, "more backend parameters, KEY=VALUE");
+  app.add_option("--backend_params", o.backend_params, "more backend parameters, KEY=VALUE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--initiator_gpu", o.initiator_gpu, "GPU of initiator VRAM");
   app.add_option("--target_gpu", o.target_gpu, "GPU of target VRAM");
   app.add_option("--baseline", o.baseline,

@@ -447,7 +447,7 @@ void engine::run() noexcept {
   while (!stop_.load(std::memory_order_relaxed)) {
     // Announce the sleep before the last progress pass, so that a post() racing with it either
     // is seen by this pass or sees `sleeping_` and wakes us.
-    sleeping_.store(true, std::memory_order_seq_cst);
+    sleeping_.store(1, std::memory_order_seq_cst);
     // Bounded passes: operations stuck on a dead peer can keep a worker "busy" forever, and the
     // process watch below must still be read.
     bool busy = false;
@@ -472,7 +472,7 @@ void engine::run() noexcept {
     if (busy) sleep_ms = 1;
     const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : sleep_ms);
     if (n == 0 && !busy) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
-    sleeping_.store(false, std::memory_order_relaxed);
+    sleeping_.store(0, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;
       if (tag == nullptr) {

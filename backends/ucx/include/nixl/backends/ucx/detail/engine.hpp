@@ -160,10 +160,9 @@ class engine {
 
   /// After posting: make sure the progress thread looks at the worker.
   void kick() noexcept {
-    if (thread_.joinable()) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (sleeping_.load(std::memory_order_relaxed)) wake();
-    }
+    // A read-modify-write orders the posted work before the read of `sleeping_` (a full
+    // barrier, which a plain load is not); the thread stores `sleeping_` before its last pass.
+    if (thread_.joinable() && sleeping_.fetch_or(0, std::memory_order_seq_cst) != 0) wake();
   }
 
   static void on_flush(void* request, ucs_status_t st, void* user) noexcept;
@@ -218,7 +217,7 @@ class engine {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  std::atomic<int> sleeping_{0};
   int timeout_ms_ = 100;
   std::thread thread_;
 };

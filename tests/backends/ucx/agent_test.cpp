@@ -74,12 +74,13 @@ struct pair {
 }  // namespace
 
 TEST_CASE("ucx agents: READ and WRITE from 1 B to 64 MiB, 1 and 1000 descriptors") {
-  pair p(64 << 20);
+  pair p(ucx_test::big);
   struct shape {
     std::size_t count, size;
   };
-  const shape s = GENERATE(shape{1, 1}, shape{1, 4096}, shape{1, 1 << 20}, shape{1, 64 << 20},
-                           shape{1000, 1}, shape{1000, 4096}, shape{1000, 65536});
+  const shape s =
+      GENERATE(shape{1, 1}, shape{1, 4096}, shape{1, 1 << 20}, shape{1, ucx_test::big},
+               shape{1000, 1}, shape{1000, 4096}, shape{1000, ucx_test::sanitized ? 2048 : 65536});
   const auto op = GENERATE(xfer_op::write, xfer_op::read);
   CAPTURE(s.count, s.size, nixl::to_string(op));
   const unsigned seed = static_cast<unsigned>(s.count + s.size) + static_cast<unsigned>(op);
@@ -138,9 +139,9 @@ TEST_CASE("ucx agents: notifications with and without data, binary safe, both wa
 }
 
 TEST_CASE("ucx agents: repost, repost while active, release in flight") {
-  pair p(64 << 20);
-  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 64 << 20),
-                                 blocks(p.tb.addr(), 1, 64 << 20), "target");
+  pair p(ucx_test::big);
+  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, ucx_test::big),
+                                 blocks(p.tb.addr(), 1, ucx_test::big), "target");
   for (unsigned i = 0; i < 3; ++i) {
     p.ib.fill(20 + i, 0, 4096);
     status s = r.post();
@@ -153,8 +154,8 @@ TEST_CASE("ucx agents: repost, repost while active, release in flight") {
     CHECK(p.tb.holds(20 + i, 0, 4096, 0));
   }
   // released while in flight: UCX cannot cancel, so release waits for the data (bounded)
-  auto r2 = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, 64 << 20),
-                                  blocks(p.tb.addr(), 1, 64 << 20), "target");
+  auto r2 = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, ucx_test::big),
+                                  blocks(p.tb.addr(), 1, ucx_test::big), "target");
   const status s = r2.post(std::string_view("released"));
   CHECK((s == status::success || s == status::in_progress));
   CHECK(r2.release() == status::success);
@@ -272,7 +273,7 @@ TEST_CASE("ucx agents: memory allocated by UCX moves like any other") {
 }
 
 TEST_CASE("ucx agents: a notification arrives after its data, without the initiator polling") {
-  pair p(64 << 20);
+  pair p(ucx_test::big);
   p.ib.fill(12);
   nixl::xfer_options opt;
   opt.notif = "data-is-there";
@@ -283,7 +284,7 @@ TEST_CASE("ucx agents: a notification arrives after its data, without the initia
   // only the target polls; the initiator's progress thread completes the flush and sends
   auto got = wait_notifs(p.tgt, "initiator", 1);
   REQUIRE(got == std::vector<std::string>{"data-is-there"});
-  CHECK(p.tb.holds(12, 0, 64 << 20, 0));
+  CHECK(p.tb.holds(12, 0, ucx_test::big, 0));
   CHECK(wait(r) == status::success);
 }
 

@@ -297,10 +297,10 @@ TEST_CASE("ucx refuses descriptors outside their regions") {
 }
 
 TEST_CASE("ucx release of a request in flight") {
-  side init("init", 64 << 20), tgt("tgt", 64 << 20);
+  side init("init", ucx_test::big), tgt("tgt", ucx_test::big);
   peer_link l(init, tgt, "tgt");
-  std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), 64 << 20, init.reg)};
-  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), 64 << 20, l.rr)};
+  std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), ucx_test::big, init.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), ucx_test::big, l.rr)};
   for (int i = 0; i < 3; ++i) {
     backend::request r;
     init.be.prepare(r, xfer_op::write, lo, re, l.peer);

@@ -25,7 +25,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t target_size = (64 << 20) + 4096;
+constexpr std::size_t target_size = ucx_test::big + 4096;
 
 dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, std::size_t stride) {
   dram_list l;
@@ -94,15 +94,15 @@ TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notificati
   const std::uintptr_t ta = t.remote_addr();
 
   // one 64 MiB WRITE with a notification
-  in.buf.fill(1, 0, 64 << 20);
+  in.buf.fill(1, 0, ucx_test::big);
   nixl::xfer_options opt;
   opt.notif = std::string("big\0write", 9);
-  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 64 << 20, 0),
-                                   blocks(ta, 1, 64 << 20, 0), "target", opt);
+  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, ucx_test::big, 0),
+                                   blocks(ta, 1, ucx_test::big, 0), "target", opt);
   status s = w.post();
   REQUIRE((s == status::success || s == status::in_progress));
   REQUIRE(wait(w) == status::success);
-  CHECK(t.ask(sum_cmd(0, 64 << 20)) == sum_of(in.buf.data(), 64 << 20));
+  CHECK(t.ask(sum_cmd(0, ucx_test::big)) == sum_of(in.buf.data(), ucx_test::big));
   auto n = target_notifs(t, 1);
   REQUIRE(n.size() == 1);
   CHECK(n[0].first == "initiator");
@@ -162,8 +162,8 @@ TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a han
   initiator in(mode);
   in.agent.load_remote_metadata(t.metadata());
   const std::uintptr_t ta = t.remote_addr();
-  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 64 << 20, 0),
-                                   blocks(ta, 1, 64 << 20, 0), "target");
+  auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, ucx_test::big, 0),
+                                   blocks(ta, 1, ucx_test::big, 0), "target");
   (void)w.post();
   REQUIRE(wait(w) == status::success);
 

@@ -15,6 +15,22 @@
 
 namespace ucx_test {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+#else
+inline constexpr bool sanitized = false;
+#endif
+
+/// The largest transfer of the tests: 64 MiB, or 4 MiB under sanitizers (whose instrumented
+/// byte loops would otherwise dominate the run).
+inline constexpr std::size_t big = sanitized ? std::size_t{4} << 20 : std::size_t{64} << 20;
+
 /// Page-aligned zeroed buffer.
 class buffer {
  public:

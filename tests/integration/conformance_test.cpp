@@ -8,11 +8,11 @@
 #include <nixl/backends/posix.hpp>
 #endif
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <tuple>
-#include <unistd.h>
 
 #include "nixl_test/catch.hpp"
 #include "nixl_test/fixtures.hpp"
@@ -55,8 +55,8 @@ std::vector<std::string> wait_notifs(Agent& a, const std::string& from, std::siz
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("remote DRAM: write, read, notify, refuse outside regions",
-                        "[conformance]", remote_dram_backends) {
+TEMPLATE_LIST_TEST_CASE("remote DRAM: write, read, notify, refuse outside regions", "[conformance]",
+                        remote_dram_backends) {
   using B = TestType;
   using A = nixl::agent<B>;
   A a("conf-initiator"), b("conf-target");
@@ -87,8 +87,8 @@ TEMPLATE_LIST_TEST_CASE("remote DRAM: write, read, notify, refuse outside region
   REQUIRE(got.size() == 1);
   CHECK(got[0] == std::string("w\0x", 3));
   for (std::size_t i = 0; i < n; ++i)
-    REQUIRE(std::equal(src.bytes.begin() + (n - 1 - i) * block,
-                       src.bytes.begin() + (n - i) * block, dst.bytes.begin() + i * block));
+    REQUIRE(std::equal(src.bytes.begin() + (n - 1 - i) * block, src.bytes.begin() + (n - i) * block,
+                       dst.bytes.begin() + i * block));
 
   auto rd = a.create_request(xfer_op::read, back.whole(), dst.whole(), "conf-target");
   s = rd.post();
@@ -120,8 +120,7 @@ TEMPLATE_LIST_TEST_CASE("DRAM <-> FILE: write then read back", "[conformance]", 
   mem.iota(1);
   a.register_memory(mem.reg());
   a.register_memory(back.reg());
-  a.register_memory(
-      nixl::reg_list<nixl::file_t>{{{0, 0, static_cast<std::uint64_t>(fd)}, path}});
+  a.register_memory(nixl::reg_list<nixl::file_t>{{{0, 0, static_cast<std::uint64_t>(fd)}, path}});
   nixl::xfer_list<nixl::file_t> f;
   for (std::size_t i = 0; i < n; ++i)
     f.push_back({(n - 1 - i) * block, block, static_cast<std::uint64_t>(fd)});

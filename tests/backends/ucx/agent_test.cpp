@@ -277,8 +277,8 @@ TEST_CASE("ucx agents: a notification arrives after its data, without the initia
   p.ib.fill(12);
   nixl::xfer_options opt;
   opt.notif = "data-is-there";
-  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 64, 1 << 20),
-                                 blocks(p.tb.addr(), 64, 1 << 20), "target", opt);
+  auto r = p.init.create_request(xfer_op::write, blocks(p.ib.addr(), ucx_test::big >> 20, 1 << 20),
+                                 blocks(p.tb.addr(), ucx_test::big >> 20, 1 << 20), "target", opt);
   const status s = r.post();
   REQUIRE((s == status::success || s == status::in_progress));
   // only the target polls; the initiator's progress thread completes the flush and sends

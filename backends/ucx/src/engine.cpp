@@ -19,7 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <unordered_map>
 
 #include <nixl/detail/codec.hpp>
 #include <nixl/log.hpp>
@@ -127,11 +129,22 @@ std::string net_devices(std::string_view list) {
   return out;
 }
 
+// Backends of this process, by uid: agents of one process watch each other through it.
+struct local_registry {
+  std::mutex mu;
+  std::unordered_map<std::uint64_t, std::weak_ptr<std::atomic<bool>>> live;
+  static local_registry& get() {
+    static local_registry r;
+    return r;
+  }
+};
+
 struct conn_record {
   std::string boot_id;
   std::uint64_t pidns = 0;
   std::uint32_t pid = 0;
   std::uint64_t start_time = 0;
+  std::uint64_t uid = 0;
   std::vector<std::string_view> addresses;
 };
 
@@ -150,6 +163,7 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   r.pidns = in.u64("pid namespace");
   r.pid = in.u32("pid");
   r.start_time = in.u64("start time");
+  r.uid = in.u64("backend id");
   const std::uint32_t n = in.count("worker count", 4, max_remote_workers);
   if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
   for (std::uint32_t i = 0; i < n; ++i)
@@ -266,6 +280,13 @@ engine::engine(const config& cfg, const backend_context& bctx)
   pidns_ = pid_namespace();
   pid_ = static_cast<std::uint32_t>(::getpid());
   start_time_ = process_start_time(pid_);
+  {
+    std::random_device rd;
+    uid_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(this);
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    reg.live[uid_] = alive_;
+  }
 
   const bool want_thread = cfg_.enable_prog_thread.value_or(bctx.progress_thread);
   const bool multi = want_thread || bctx.sync == thread_sync::rw;
@@ -330,6 +351,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     body.u64(pidns_);
     body.u32(pid_);
     body.u64(start_time_);
+    body.u64(uid_);
     body.u32(static_cast<std::uint32_t>(addresses_.size()));
     for (const std::string& a : addresses_) body.bytes(a);
     const std::string b = body.take();
@@ -406,6 +428,12 @@ engine::engine(const config& cfg, const backend_context& bctx)
 }
 
 engine::~engine() {
+  alive_->store(false, std::memory_order_release);  // agents of this process see us go
+  {
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    reg.live.erase(uid_);
+  }
   if (thread_.joinable()) {
     stop_.store(true);
     wake();
@@ -444,6 +472,7 @@ void engine::run() noexcept {
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
   std::int64_t last_work = 0;
   int sleep_ms = 1;
+  std::int64_t last_local_check = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     // Announce the sleep before the last progress pass, so that a post() racing with it either
     // is seen by this pass or sees `sleeping_` and wakes us.
@@ -471,6 +500,10 @@ void engine::run() noexcept {
     // 1 ms after work, doubling while idle up to the configured period.
     if (busy) sleep_ms = 1;
     const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : sleep_ms);
+    if (const std::int64_t t = now_ns(); t - last_local_check > 10'000'000) {
+      last_local_check = t;
+      check_local_peers();
+    }
     if (n == 0 && !busy) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
     sleeping_.store(0, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
@@ -490,6 +523,13 @@ void engine::run() noexcept {
   }
 }
 
+void engine::check_local_peers() noexcept {
+  std::lock_guard lk(peers_mu_);
+  for (auto& p : peers_)
+    if (p->local_alive && !p->closed && !p->local_alive->load(std::memory_order_acquire))
+      mark_failed(p.get(), "its backend was destroyed");
+}
+
 void engine::progress_all() noexcept {
   for (auto& w : workers_)
     for (int k = 0; k < 64 && ucp_worker_progress(w.get()) != 0; ++k) {
@@ -499,13 +539,19 @@ void engine::progress_all() noexcept {
     {
       std::lock_guard lk(peers_mu_);
       for (auto& p : peers_)
-        if (p->pidfd >= 0 && !p->failed.load(std::memory_order_relaxed)) watched.push_back(p.get());
+        if ((p->pidfd >= 0 || p->local_alive) && !p->failed.load(std::memory_order_relaxed))
+          watched.push_back(p.get());
     }
     for (peer_state* p : watched) probe(p);
   }
 }
 
 void engine::probe(peer_state* p) noexcept {
+  if (p->local_alive) {
+    if (!p->local_alive->load(std::memory_order_acquire))
+      mark_failed(p, "its backend was destroyed");
+    return;
+  }
   const std::int64_t now = now_ns();
   if (now < p->next_probe_ns.load(std::memory_order_relaxed)) return;
   p->next_probe_ns.store(now + 10'000'000, std::memory_order_relaxed);  // at most every 10 ms
@@ -587,6 +633,17 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       p->ucx_peer_mode = !same_host;
       break;
   }
+  // Another agent of this process: watch its backend.
+  if (same_process && cfg_.error_handling != error_mode::none) {
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    auto it = reg.live.find(rec.uid);
+    std::shared_ptr<std::atomic<bool>> alive = it == reg.live.end() ? nullptr : it->second.lock();
+    if (alive)
+      p->local_alive = std::move(alive);
+    else
+      p->failed.store(true);  // that backend is gone already
+  }
   // Same host, other process, no UCX peer mode: watch the process itself.
   if (cfg_.error_handling == error_mode::automatic && same_host && !same_process) {
     const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.pid), 0u);
@@ -640,7 +697,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
 }
 
 void engine::close_eps(peer_state* p) noexcept {
-  if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+  if (p->pidfd >= 0 || p->local_alive) probe(p);
   const bool dead = p->failed.load(std::memory_order_acquire);
   std::vector<ucs_status_ptr_t> pending;
   for (std::size_t i = 0; i < p->eps.size(); ++i) {
@@ -661,7 +718,7 @@ void engine::close_eps(peer_state* p) noexcept {
   for (ucs_status_ptr_t r : pending) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < deadline) {
       for (auto& w : workers_) ucp_worker_progress(w.get());
-      if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+      if (p->pidfd >= 0 || p->local_alive) probe(p);
       if (p->failed.load(std::memory_order_relaxed)) break;
     }
     ucp_request_free(r);
@@ -701,7 +758,7 @@ void engine::connect(peer_state* p) {
     ucs_status_t s;
     while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) {
       ucp_worker_progress(workers_[i].get());
-      if (p->pidfd >= 0 && !thread_.joinable()) probe(p);
+      if (p->pidfd >= 0 || p->local_alive) probe(p);
       if (p->failed.load() || now_ns() > deadline) break;
     }
     ucp_request_free(r);

@@ -318,3 +318,33 @@ TEST_CASE("ucx agents: several threads post at once (thread_sync rw)") {
   CHECK(failures == 0);
   CHECK(wait_notifs(tgt, "initiator", threads * rounds).size() == threads * rounds);
 }
+
+TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_disconnect") {
+  const bool thread = GENERATE(true, false);
+  CAPTURE(thread);
+  nixl::agent_config cfg;
+  cfg.enable_prog_thread = thread;
+  buffer ib(1 << 20), tb(1 << 20);
+  ucx_agent init{"initiator", cfg};
+  init.create_backend<nixl::ucx::backend>();
+  init.register_memory(reg_of(ib));
+  auto tgt = std::make_unique<ucx_agent>("target", cfg);
+  tgt->create_backend<nixl::ucx::backend>();
+  tgt->register_memory(reg_of(tb));
+  init.load_remote_metadata(tgt->local_metadata());
+  auto r = init.create_request(xfer_op::write, blocks(ib.addr(), 4, 4096),
+                               blocks(tb.addr(), 4, 4096), "target");
+  status s = r.post();
+  while (s == status::in_progress) {
+    if (!thread) tgt->progress();
+    s = r.status();
+  }
+  REQUIRE(s == status::success);
+  tgt.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  s = r.post();
+  if (s == status::in_progress) s = ucx_test::wait_done([&] { return r.status(); });
+  CHECK(s == status::remote_disconnect);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK(r.release() == status::success);
+}

@@ -94,6 +94,8 @@ struct peer_state {
   bool ucx_peer_mode = false;  ///< endpoints use UCX's `peer` error mode
   bool is_self = false;
   int pidfd = -1;  ///< process watch (same host), or -1
+  /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).
+  std::shared_ptr<const std::atomic<bool>> local_alive;
   std::atomic<std::int64_t> next_probe_ns{0};
   engine* owner = nullptr;
 };
@@ -155,7 +157,7 @@ class engine {
   /// One progress pass over worker `i`, plus a liveness probe of `p` when no thread watches.
   void poll(std::uint32_t i, peer_state* p) noexcept {
     ucp_worker_progress(workers_[i].get());
-    if (!thread_.joinable() && p != nullptr && p->pidfd >= 0) probe(p);
+    if (!thread_.joinable() && p != nullptr && (p->pidfd >= 0 || p->local_alive)) probe(p);
   }
 
   /// After posting: make sure the progress thread looks at the worker.
@@ -174,6 +176,7 @@ class engine {
 
  private:
   void probe(peer_state* p) noexcept;
+  void check_local_peers() noexcept;
   void wake() noexcept;
   void run() noexcept;
   void watch(peer_state* p);
@@ -197,6 +200,8 @@ class engine {
   std::uint64_t pidns_ = 0;
   std::uint32_t pid_ = 0;
   std::uint64_t start_time_ = 0;
+  std::uint64_t uid_ = 0;  ///< identifies this backend among those of the process
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 
   std::atomic<std::uint32_t> rr_{0};
 

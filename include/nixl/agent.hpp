@@ -164,67 +164,32 @@ requires(sizeof...(Backends) > 0) class agent {
     xfer_request(request<B>&& r) noexcept : v_(std::in_place_type<request<B>>, std::move(r)) {}
 
     nixl::status post() noexcept {
-      return visit([](auto& r) { return r.post(); });
+      return apply(nixl::status::invalid_param, [](auto& r) { return r.post(); });
     }
     nixl::status post(notif_arg n) noexcept {
-      return visit([&](auto& r) { return r.post(n); });
+      return apply(nixl::status::invalid_param, [&](auto& r) { return r.post(n); });
     }
     nixl::status status() noexcept {
-      return visit([](auto& r) { return r.status(); });
+      return apply(nixl::status::invalid_param, [](auto& r) { return r.status(); });
     }
     nixl::status release() noexcept {
-      return visit([](auto& r) { return r.release(); });
+      return apply(nixl::status::invalid_param, [](auto& r) { return r.release(); });
     }
     nixl::status telemetry(xfer_telemetry& t) const noexcept {
-      return std::visit(
-          [&](const auto& r) -> nixl::status {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return nixl::status::invalid_param;
-            else
-              return r.telemetry(t);
-          },
-          v_);
+      return apply(nixl::status::invalid_param, [&](const auto& r) { return r.telemetry(t); });
     }
     /// Name of the backend that moves this request ("" when empty).
     std::string_view backend_name() const noexcept {
-      return std::visit(
-          [](const auto& r) -> std::string_view {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return {};
-            else
-              return std::decay_t<decltype(r.engine())>::name;
-          },
-          v_);
+      return apply(std::string_view{}, [](const auto& r) { return r.backend_name(); });
     }
     std::string_view remote_agent() const noexcept {
-      return std::visit(
-          [](const auto& r) -> std::string_view {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return {};
-            else
-              return r.remote_agent();
-          },
-          v_);
+      return apply(std::string_view{}, [](const auto& r) { return r.remote_agent(); });
     }
     std::size_t descriptor_count() const noexcept {
-      return std::visit(
-          [](const auto& r) -> std::size_t {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return 0;
-            else
-              return r.descriptor_count();
-          },
-          v_);
+      return apply(std::size_t{0}, [](const auto& r) { return r.descriptor_count(); });
     }
     bool valid() const noexcept {
-      return std::visit(
-          [](const auto& r) -> bool {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return false;
-            else
-              return r.valid();
-          },
-          v_);
+      return apply(false, [](const auto& r) { return r.valid(); });
     }
     /// The typed request when `B` moves it, else null.
     template <class B>
@@ -237,16 +202,25 @@ requires(sizeof...(Backends) > 0) class agent {
     }
 
    private:
-    template <class F>
-    nixl::status visit(F&& f) noexcept {
+    /// `f(request)` for the request held, `fallback` when empty.
+    template <class R, class Self, class F>
+    static R apply_to(Self& self, R fallback, F&& f) noexcept {
       return std::visit(
-          [&](auto& r) -> nixl::status {
+          [&](auto& r) -> R {
             if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return nixl::status::invalid_param;
+              return fallback;
             else
               return f(r);
           },
-          v_);
+          self.v_);
+    }
+    template <class R, class F>
+    R apply(R fallback, F&& f) noexcept {
+      return apply_to(*this, fallback, std::forward<F>(f));
+    }
+    template <class R, class F>
+    R apply(R fallback, F&& f) const noexcept {
+      return apply_to(*this, fallback, std::forward<F>(f));
     }
     std::variant<std::monostate, request<Backends>...> v_;
   };

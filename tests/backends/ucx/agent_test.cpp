@@ -147,8 +147,9 @@ TEST_CASE("ucx agents: repost, repost while active, release in flight") {
     status s = r.post();
     REQUIRE((s == status::success || s == status::in_progress));
     if (s == status::in_progress) {
+      // Still running: repost_active. Finished meanwhile: the repost starts the next transfer.
       const status again = r.post();
-      CHECK((again == status::repost_active || again == status::success));
+      CHECK((again == status::repost_active || nixl::ok(again)));
     }
     REQUIRE(wait(r) == status::success);
     CHECK(p.tb.holds(20 + i, 0, 4096, 0));

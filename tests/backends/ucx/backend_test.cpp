@@ -306,7 +306,12 @@ TEST_CASE("ucx release of a request in flight") {
     init.be.prepare(r, xfer_op::write, lo, re, l.peer);
     const status s = init.be.post(r, std::string_view("x"));
     CHECK((s == status::in_progress || s == status::success));
-    if (s == status::in_progress) CHECK(init.be.post(r, {}) == status::repost_active);
+    if (s == status::in_progress) {
+      // repost_active while it runs; if the progress thread finished it meanwhile, the post
+      // starts the next transfer
+      const status again = init.be.post(r, {});
+      CHECK((again == status::repost_active || nixl::ok(again)));
+    }
     CHECK(init.be.release(r) == status::success);
   }
 }

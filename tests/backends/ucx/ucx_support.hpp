@@ -13,6 +13,8 @@
 #include <nixl/backends/ucx.hpp>
 #include <nixl/status.hpp>
 
+#include "nixl_test/errors.hpp"
+
 namespace ucx_test {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -66,16 +68,7 @@ class buffer {
   std::size_t n_;
 };
 
-/// The status of `f()` (success unless it throws nixl::error).
-template <class F>
-nixl::status code_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.status_code();
-  }
-  return nixl::status::success;
-}
+using nixl::test::code_of;
 
 /// Calls `poll()` until it returns something other than in_progress, or the time is up.
 template <class Poll>

@@ -803,11 +803,13 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
         out.end = nb::clock::now();
         // nixlbench's prep is paid once per point: report it once, not averaged away.
         out.prep.assign(out.prep.empty() ? 0 : 1, prep);
-      } else if (o.xfer_mode == "recreate") {
-        for (int k = 0; k < total; ++k) {
+      } else {
+        // recreate: a request from the two lists per iteration; prepared: lists resolved once,
+        // a request from indices per iteration. Either way the request is timed from making.
+        auto timed = [&](int k, auto make) {
           mark_start(k);
           const auto t0 = nb::clock::now();
-          auto req = a.create_request(op, l, r, tgt.agent(), xo);
+          auto req = make();
           const auto t1 = nb::clock::now();
           auto s = req.post();
           const auto t2 = nb::clock::now();
@@ -816,26 +818,19 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           out.descs = req.descriptor_count();
           req.release();
           record(k, nb::us_since(t0, t1), nb::us_since(t1, t2), nb::us_since(t1, t3));
-        }
-        out.end = nb::clock::now();
-      } else {  // prepared: lists resolved once, a request from indices per iteration
-        auto pl = a.prepare_list(l, {{o.backend}});
-        auto pr = a.prepare_list(tgt.agent(), r, {{o.backend}});
-        std::vector<int> li(p.batch), ri(p.batch);
-        for (int k = 0; k < total; ++k) {
-          mark_start(k);
-          for (std::size_t j = 0; j < p.batch; ++j)
-            li[j] = ri[j] = static_cast<int>((static_cast<std::size_t>(k) * p.batch + j) % slots);
-          const auto t0 = nb::clock::now();
-          auto req = a.make_request(op, pl, li, pr, ri, xo);
-          const auto t1 = nb::clock::now();
-          auto s = req.post();
-          const auto t2 = nb::clock::now();
-          must(wait(req, s, tgt, o.yield), "post");
-          const auto t3 = nb::clock::now();
-          out.descs = req.descriptor_count();
-          req.release();
-          record(k, nb::us_since(t0, t1), nb::us_since(t1, t2), nb::us_since(t1, t3));
+        };
+        if (o.xfer_mode == "recreate") {
+          for (int k = 0; k < total; ++k)
+            timed(k, [&] { return a.create_request(op, l, r, tgt.agent(), xo); });
+        } else {
+          auto pl = a.prepare_list(l, {{o.backend}});
+          auto pr = a.prepare_list(tgt.agent(), r, {{o.backend}});
+          std::vector<int> li(p.batch), ri(p.batch);
+          for (int k = 0; k < total; ++k) {
+            for (std::size_t j = 0; j < p.batch; ++j)
+              li[j] = ri[j] = static_cast<int>((static_cast<std::size_t>(k) * p.batch + j) % slots);
+            timed(k, [&] { return a.make_request(op, pl, li, pr, ri, xo); });
+          }
         }
         out.end = nb::clock::now();
       }

@@ -31,12 +31,4 @@ from nixl._bindings import (  # noqa: F401
     nixlUnknownError,
 )
 
-__all__ = [
-    "DEFAULT_COMM_PORT",
-    "nixl_agent",
-    "nixl_agent_config",
-    "nixl_backend_handle",
-    "nixl_prepped_dlist_handle",
-    "nixl_thread_sync_t",
-    "nixl_xfer_handle",
-]
+from nixl._api import __all__  # noqa: E402,F401  (one list of public names)

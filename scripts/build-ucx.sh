@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds UCX 1.22.0 into a prefix of its own (default /opt/nixl/ucx-1.22.0), with its CUDA
+# transports (cuda_copy, cuda_ipc) when a CUDA toolkit is found. Skips the build when the
+# prefix already holds a working 1.22.0 build made with the same CUDA choice.
+#   scripts/build-ucx.sh                 # build or reuse
+#   NIXL_UCX_PREFIX=/somewhere scripts/build-ucx.sh
+# Source, in this order: $NIXL_UCX_TARBALL, the vendored ../shared/vendor/ucx-1.22.0.tar.gz,
+# else the upstream release download.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+version=1.22.0
+prefix=${NIXL_UCX_PREFIX:-/opt/nixl/ucx-$version}
+cuda=${NIXL_UCX_CUDA:-${CUDA_HOME:-/usr/local/cuda}}
+[[ -x $cuda/bin/nvcc ]] || cuda=""
+want="version=$version cuda=${cuda:-none}"
+
+stamp=$prefix/.nixl-build
+if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $prefix/bin/ucx_info ]] &&
+  "$prefix/bin/ucx_info" -v 2>/dev/null | grep -q "Library version: $version"; then
+  echo "UCX $version already built in $prefix ($want)"
+  exit 0
+fi
+
+src=${NIXL_UCX_TARBALL:-}
+if [[ -z $src ]]; then
+  for c in "$here/../shared/vendor/ucx-$version.tar.gz" "$here/shared/vendor/ucx-$version.tar.gz"; do
+    [[ -f $c ]] && { src=$c; break; }
+  done
+fi
+work=$(mktemp -d /tmp/nixl-ucx-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+if [[ -z $src ]]; then
+  src=$work/ucx-$version.tar.gz
+  echo "downloading UCX $version"
+  curl -fsSL -o "$src" "https://github.com/openucx/ucx/releases/download/v$version/ucx-$version.tar.gz"
+fi
+echo "building UCX $version from $src into $prefix ($want)"
+tar -xzf "$src" -C "$work"
+srcdir=$work/ucx-$version
+
+# UCX's default release configuration (assertions on, so that misuse aborts loudly in tests),
+# thread-safe workers; RDMA providers are built when their headers are present.
+cfg=(--prefix="$prefix" --enable-mt --without-java --without-go --disable-doxygen-doc)
+env=()
+if [[ -n $cuda ]]; then
+  # nvml.h: from the toolkit when it has one, else the vendored copy. libnvidia-ml: the driver's
+  # when installed, else a link-only stub; the cuda modules then load only where a driver is.
+  inc=$work/nvml-include
+  lib=$work/nvml-lib
+  mkdir -p "$inc" "$lib"
+  if [[ -f $cuda/include/nvml.h ]]; then
+    cp "$cuda/include/nvml.h" "$inc/"
+  else
+    for c in "$here/../shared/vendor/nvml/nvml.h" "$here/shared/vendor/nvml/nvml.h"; do
+      [[ -f $c ]] && { cp "$c" "$inc/"; break; }
+    done
+  fi
+  [[ -f $inc/nvml.h ]] || { echo "nvml.h not found: set NIXL_UCX_CUDA= to build without CUDA" >&2; exit 1; }
+  if ! ldconfig -p | grep -q 'libnvidia-ml.so.1 '; then
+    grep -oE '^[a-zA-Z_]+[ *]+DECLDIR +nvml[A-Za-z0-9_]+' "$inc/nvml.h" | awk '{print $NF}' | sort -u |
+      { cat; echo nvmlInit; } | sort -u | sed 's/.*/void &(void) {}/' >"$lib/stub.c"
+    cc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o "$lib/libnvidia-ml.so.1" "$lib/stub.c"
+    ln -sf libnvidia-ml.so.1 "$lib/libnvidia-ml.so"
+  fi
+  cfg+=(--with-cuda="$cuda")
+  env+=(CPPFLAGS="-I$inc" LDFLAGS="-L$lib -L$cuda/lib64/stubs -Wl,-rpath-link,$lib")
+else
+  cfg+=(--without-cuda)
+fi
+
+mkdir -p "$srcdir/build"
+cd "$srcdir/build"
+env "${env[@]}" ../configure "${cfg[@]}" >"$work/configure.log" 2>&1 ||
+  { tail -40 "$work/configure.log"; exit 1; }
+make -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; exit 1; }
+mkdir -p "$prefix"
+make install >"$work/install.log" 2>&1 || { tail -40 "$work/install.log"; exit 1; }
+echo "$want" >"$stamp"
+"$prefix/bin/ucx_info" -v
+echo "transports:"; ls "$prefix/lib/ucx"

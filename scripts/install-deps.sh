@@ -21,3 +21,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# UCX 1.22 (with its CUDA transports when the CUDA toolkit is found) into a prefix of its own,
+# which CMake finds by default; skipped when that prefix holds it already (scripts/build-ucx.sh).
+"$(dirname "$0")/build-ucx.sh"

@@ -14,13 +14,18 @@ shift
 [[ $# -ge 1 ]] || { echo "usage: $0 DEST nixl-bench [more binaries]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dest/lib" "$dest/ucx"
-ucx_dir=$(dirname "$(ldconfig -p | awk '/libucp.so.0 /{print $NF; exit}')")/ucx
 libs() { ldd "$1" | awk '/=>/ && $3 ~ /^\// {print $3}'; }
+# UCX's transport modules sit beside the libucp that nixl-bench loads (its RPATH may point at
+# /opt/nixl/ucx-1.22.0 rather than the system's UCX): take them from there.
+ucp=$(ldd "$1" | awk '/libucp\.so/ && $3 ~ /^\// {print $3; exit}')
+ucx_dir=""
+[[ -n $ucp ]] && ucx_dir=$(dirname "$(readlink -f "$ucp")")/ucx
 for bin in "$@"; do
   cp "$bin" "$dest/"
   for l in $(libs "$bin"); do cp -L "$l" "$dest/lib/"; done
 done
-if [[ -d $ucx_dir ]]; then
+if [[ -n $ucx_dir && -d $ucx_dir ]]; then
+  echo "UCX modules from $ucx_dir ($(basename "$(readlink -f "$ucp")"))"
   cp -L "$ucx_dir"/*.so.0 "$dest/ucx/"
   for m in "$dest"/ucx/*.so.0; do
     for l in $(libs "$m"); do [[ -f $dest/lib/$(basename "$l") ]] || cp -L "$l" "$dest/lib/"; done

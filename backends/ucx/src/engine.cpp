@@ -454,8 +454,14 @@ engine::~engine() {
       close_eps(p);
     }
   }
-  // Destroying the workers completes what a dead peer left pending (callbacks see live slots).
+  // rkeys come from the workers' pools: release them first. Destroying the workers then
+  // completes what a dead peer left pending (callbacks see live slots); registrations last.
+  {
+    std::lock_guard lk(deferred_mu_);
+    deferred_rkeys_.clear();
+  }
   workers_.clear();
+  drain_deferred(true);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
@@ -698,31 +704,46 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
 
 void engine::close_eps(peer_state* p) noexcept {
   if (p->pidfd >= 0 || p->local_alive) probe(p);
-  const bool dead = p->failed.load(std::memory_order_acquire);
+  // Waits for `reqs` (freeing them), progressing every worker, until `deadline_ns` or, when
+  // `until_dead`, until the peer is seen dead.
+  const auto wait_all = [&](std::vector<ucs_status_ptr_t>& reqs, std::int64_t deadline_ns,
+                            bool until_dead) {
+    for (ucs_status_ptr_t r : reqs) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < deadline_ns &&
+             !(until_dead && p->failed.load(std::memory_order_relaxed))) {
+        for (auto& w : workers_) ucp_worker_progress(w.get());
+        if (p->pidfd >= 0 || p->local_alive) probe(p);
+      }
+      ucp_request_free(r);
+    }
+    reqs.clear();
+  };
   std::vector<ucs_status_ptr_t> pending;
+  if (!p->failed.load(std::memory_order_acquire)) {
+    // A live peer first gets what is still in flight to it, released requests included (a
+    // remote flush), so that nothing of this agent lands in the peer's memory after the unload.
+    for (ucp_ep_h ep : p->eps) {
+      ucp_request_param_t fp{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(ep, &fp);
+      if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+    }
+    wait_all(pending, now_ns() + flush_limit_ns, true);
+  }
+  const bool dead = p->failed.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < p->eps.size(); ++i) {
     ucp_request_param_t cp{};
     cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    // UCX 1.13 refuses a forced close in error mode none; such an endpoint is left to be
-    // purged when the worker is destroyed.
+    // UCX refuses a forced close in error mode none; such an endpoint is left to be purged when
+    // the worker is destroyed.
     cp.flags = dead && p->ucx_peer_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = ucp_ep_close_nbx(p->eps[i], &cp);
-    if (UCS_PTR_IS_PTR(r)) {
-      if (dead)
-        ucp_request_free(r);
-      else
-        pending.push_back(r);
-    }
+    if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
   }
-  const std::int64_t deadline = now_ns() + 1'000'000'000;
-  for (ucs_status_ptr_t r : pending) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < deadline) {
-      for (auto& w : workers_) ucp_worker_progress(w.get());
-      if (p->pidfd >= 0 || p->local_alive) probe(p);
-      if (p->failed.load(std::memory_order_relaxed)) break;
-    }
-    ucp_request_free(r);
-  }
+  // The close must complete even for a dead peer: an endpoint destroyed with the worker while
+  // its close is still flushing keeps its queued operations, and UCX 1.22 then aborts in
+  // ucp_worker_destroy (cma endpoint: arbiter.c "ucs_arbiter_group_is_empty"). Operations to a
+  // dead peer end quickly (written into memory still mapped, or failed by the kernel).
+  wait_all(pending, now_ns() + 1'000'000'000, false);
   p->eps.clear();
   p->closed = true;
 }
@@ -790,6 +811,57 @@ void engine::release_slot(op_slot* s) noexcept {
   s->has_notif = false;
   std::lock_guard lk(slots_mu_);
   free_slots_.push_back(s);
+}
+
+bool engine::detach(op_slot* s) noexcept {
+  int expected = op_slot::busy;
+  // counted before the slot can be reclaimed, so that orphans_ never goes below zero
+  orphans_.fetch_add(1, std::memory_order_acq_rel);
+  if (s->state.compare_exchange_strong(expected, op_slot::orphan, std::memory_order_acq_rel))
+    return true;
+  orphans_.fetch_sub(1, std::memory_order_acq_rel);
+  return false;
+}
+
+void engine::reclaim(op_slot* s) noexcept {
+  release_slot(s);
+  orphans_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+template <class H>
+void engine::defer_handles(std::vector<H>& list, std::span<H> handles) noexcept {
+  if (orphans_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lk(deferred_mu_);
+    try {
+      for (H& h : handles) list.push_back(std::move(h));
+      return;
+    } catch (...) {
+      // out of memory: release the rest now rather than leak them
+    }
+  } else {
+    drain_deferred(false);
+  }
+  for (H& h : handles) h = H{};
+}
+
+void engine::defer(mem_handle& m) noexcept {
+  defer_handles(deferred_memh_, std::span(&m, 1));
+}
+
+void engine::defer(std::vector<rkey_handle>& rkeys) noexcept {
+  defer_handles(deferred_rkeys_, std::span(rkeys));
+  rkeys.clear();
+}
+
+void engine::drain_deferred(bool force) noexcept {
+  if (!force && orphans_.load(std::memory_order_acquire) != 0) return;
+  std::vector<mem_handle> memh;
+  std::vector<rkey_handle> rkeys;
+  {
+    std::lock_guard lk(deferred_mu_);
+    memh.swap(deferred_memh_);
+    rkeys.swap(deferred_rkeys_);
+  }
 }
 
 namespace {
@@ -952,7 +1024,7 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
 }
 
 void backend::deregister_region(region& r) noexcept {
-  r.memh.reset();
+  eng_->defer(r.memh);
 }
 
 void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
@@ -1005,21 +1077,16 @@ status backend::release(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::success;
   if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
-    // UCX cannot cancel one-sided operations: wait for the data to land, or for the peer to be
-    // declared dead (then the slot stays with the engine until its workers are destroyed).
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
-      if (r.peer_->failed.load(std::memory_order_acquire)) {
-        s->orphaned = true;
-        r.slot_ = nullptr;
-        r.items_.clear();
-        return status::success;
-      }
+    // UCX cannot cancel one-sided operations (ucp_request_cancel ignores them). Most end within
+    // microseconds: progress for a short grace, then abandon the rest to the engine, which
+    // keeps the slot, its notification bytes and the registrations UCX may still use.
+    const auto deadline = std::chrono::steady_clock::now() + detail::engine::release_grace;
+    while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy &&
+           !r.peer_->failed.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline)
       eng_->poll(r.worker_, r.peer_);
-      if (std::chrono::steady_clock::now() > deadline) return status::repost_active;
-    }
   }
-  eng_->release_slot(s);
+  if (!eng_->detach(s)) eng_->release_slot(s);
   r.slot_ = nullptr;
   r.items_.clear();
   return status::success;
@@ -1072,7 +1139,7 @@ backend::remote_region backend::load_local(const region& r) {
 }
 
 void backend::unload_region(remote_region& r) noexcept {
-  r.rkeys.clear();
+  eng_->defer(r.rkeys);
 }
 
 std::string backend::connection_info() const {

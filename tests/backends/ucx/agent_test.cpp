@@ -349,3 +349,82 @@ TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   CHECK(r.release() == status::success);
 }
+
+TEST_CASE("ucx agents: a target destroyed with a write in flight ends it, and teardown is clean") {
+  // UCX 1.22 queues same-host puts on the cma endpoint; destroying a worker whose endpoint
+  // still holds them aborted in ucp_worker_destroy (arbiter.c) before the close was awaited.
+  const bool thread = GENERATE(true, false);
+  CAPTURE(thread);
+  nixl::agent_config cfg;
+  cfg.enable_prog_thread = thread;
+  buffer ib(ucx_test::big), tb(ucx_test::big);
+  auto init = std::make_unique<ucx_agent>("initiator", cfg);
+  init->create_backend<nixl::ucx::backend>();
+  init->register_memory(reg_of(ib));
+  auto tgt = std::make_unique<ucx_agent>("target", cfg);
+  tgt->create_backend<nixl::ucx::backend>();
+  tgt->register_memory(reg_of(tb));
+  init->load_remote_metadata(tgt->local_metadata());
+  ib.fill(31);
+  auto r = init->create_request(xfer_op::write, blocks(ib.addr(), 64, ucx_test::big / 64),
+                                blocks(tb.addr(), 64, ucx_test::big / 64), "target");
+  const status posted = r.post();
+  REQUIRE((posted == status::success || posted == status::in_progress));
+  tgt.reset();  // the target goes while the data may still be moving
+  const status s = ucx_test::wait_done([&] { return r.status(); }, std::chrono::seconds(5));
+  // Either the data landed before the target went (its memory is still mapped) or the request
+  // learnt that the target is gone; never a hang.
+  CHECK((s == status::success || s == status::remote_disconnect));
+  CHECK(r.release() == status::success);
+  init.reset();  // closes the endpoint and destroys the worker: no UCX assertion
+  CHECK_FALSE(init);
+}
+
+TEST_CASE("ucx agents: releasing a request in flight to a peer that never progresses is quick") {
+  // Over TCP a 64 MiB write needs the target to progress; this target never does, so the
+  // request stays in flight until it is released.
+  nixl::agent_config tcfg;
+  tcfg.enable_prog_thread = false;
+  const nixl::params tcp{{"engine_config", "TLS=tcp"}};
+  buffer ib(ucx_test::big), tb(ucx_test::big);
+  ucx_agent init{"initiator"}, tgt{"target", tcfg};
+  init.create_backend<nixl::ucx::backend>(tcp);
+  tgt.create_backend<nixl::ucx::backend>(tcp);
+  init.register_memory(reg_of(ib));
+  tgt.register_memory(reg_of(tb));
+  init.load_remote_metadata(tgt.local_metadata());
+  ib.fill(41);
+  auto r = std::make_unique<ucx_agent::xfer_request>(
+      init.create_request(xfer_op::write, blocks(ib.addr(), 1, ucx_test::big),
+                          blocks(tb.addr(), 1, ucx_test::big), "target", {.notif = "never"}));
+  REQUIRE(r->post() == status::in_progress);
+  const auto poll_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  status s = status::in_progress;
+  while (s == status::in_progress && std::chrono::steady_clock::now() < poll_until) s = r->status();
+  REQUIRE(s == status::in_progress);  // the target really does not progress
+
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(r->release() == status::success);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CAPTURE(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  // The backend waits 20 ms at most; the bound leaves room for a loaded machine.
+  CHECK(took < std::chrono::seconds(1));
+  CHECK_FALSE(r->valid());
+  r.reset();  // the request object is freed while UCX still holds the operation
+  // Deregistering the source now is deferred by the backend until UCX is done with it.
+  init.deregister_memory(reg_of(ib));
+
+  // Let the target progress: the abandoned write completes in the background; unloading the
+  // target waits for it, so that nothing of the initiator lands after that.
+  std::atomic<bool> stop{false};
+  std::thread target_progress([&] {
+    while (!stop.load()) tgt.progress();
+  });
+  init.invalidate_remote_metadata("target");
+  stop = true;
+  target_progress.join();
+  CHECK(tb.holds(41, 0, ucx_test::big, 0));
+  // a released request sends no notification
+  tgt.progress();
+  CHECK(tgt.notifications().empty());
+}

@@ -163,8 +163,10 @@ class backend {
   status post(request& r, notif_arg notif) noexcept;
   /// `success`, `in_progress` or an error (`remote_disconnect` when the peer died).
   status check(request& r) noexcept;
-  /// Frees the request; waits for a request in flight to end (bounded), since UCX cannot
-  /// cancel one-sided operations. `repost_active` if it is still running after 30 s.
+  /// Frees the request. A request in flight gets `engine::release_grace` (20 ms) to end; then
+  /// it is abandoned (UCX cannot cancel one-sided operations): no notification goes out, its
+  /// completion is not reported, and the backend keeps what UCX still uses (the completion
+  /// slot, the notification bytes, the registrations) until UCX is done. Always `success`.
   status release(request& r) noexcept;
   /// UCX's estimate of the transfer time (`ucp_ep_evaluate_perf`), summed over descriptors.
   std::optional<std::chrono::microseconds> estimate(const request& r) const;
@@ -224,7 +226,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (s == nullptr) return status::invalid_param;
   if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy)
     return status::repost_active;
-  if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
+  if (r.peer_->gone()) return status::remote_disconnect;
 
   s->has_notif = notif.has_value();
   if (notif) {
@@ -249,7 +251,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
       ucp_request_free(sp);  // completion is observed through the flush below
     } else if (UCS_PTR_IS_ERR(sp)) {
       const status e = detail::to_status(UCS_PTR_STATUS(sp));
-      s->finish(e);
+      eng_->complete(s, e);
       return e;
     }
   }
@@ -264,7 +266,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   }
   if (UCS_PTR_IS_ERR(f)) {
     const status e = detail::to_status(UCS_PTR_STATUS(f));
-    s->finish(e);
+    eng_->complete(s, e);
     return e;
   }
   eng_->kick();

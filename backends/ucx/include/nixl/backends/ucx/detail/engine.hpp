@@ -69,19 +69,25 @@ class engine;
 /// Completion state of one request while UCX works on it. Slots are owned by the engine and
 /// live as long as it does, so a UCX callback never sees freed memory even when the request
 /// that posted it is gone.
+///
+/// States: `idle` (not posted), `busy` (UCX holds it), `done` (result set), `orphan` (its request
+/// was released while UCX still held it: the last UCX callback hands the slot back to the
+/// engine, and no notification goes out).
 struct op_slot {
-  enum : int { idle = 0, busy = 1, done = 2 };
+  enum : int { idle = 0, busy = 1, done = 2, orphan = 3 };
   std::atomic<int> state{idle};
   std::atomic<int> result{static_cast<int>(status::success)};
   bool has_notif = false;
-  bool orphaned = false;  ///< its request was released while UCX still held it
   ucp_ep_h ep = nullptr;
   engine* owner = nullptr;
   std::string notif;  ///< encoded notification (sender name + message), capacity reused
 
-  void finish(status s) noexcept {
+  /// busy -> done with `s`. False when the slot was orphaned meanwhile (the caller reclaims it).
+  [[nodiscard]] bool finish(status s) noexcept {
     result.store(static_cast<int>(s), std::memory_order_relaxed);
-    state.store(done, std::memory_order_release);
+    int expected = busy;
+    return state.compare_exchange_strong(expected, done, std::memory_order_acq_rel) ||
+           expected != orphan;
   }
 };
 
@@ -98,6 +104,14 @@ struct peer_state {
   std::shared_ptr<const std::atomic<bool>> local_alive;
   std::atomic<std::int64_t> next_probe_ns{0};
   engine* owner = nullptr;
+
+  /// Failed, or an agent of this process whose backend is gone (read at once, not at the next
+  /// liveness check: UCX 1.22 completes a same-host put without the target, within
+  /// microseconds, so a post must not wait for the check to learn that the target left).
+  bool gone() const noexcept {
+    return failed.load(std::memory_order_acquire) ||
+           (local_alive && !local_alive->load(std::memory_order_acquire));
+  }
 };
 
 /// One resolved descriptor pair of a request.
@@ -132,6 +146,15 @@ class engine {
   void connect(peer_state* p);
   op_slot* acquire_slot();
   void release_slot(op_slot* s) noexcept;
+  /// Ends `s` with `st`; a slot orphaned meanwhile goes back to the free list instead.
+  void complete(op_slot* s, status st) noexcept {
+    if (!s->finish(st)) reclaim(s);
+  }
+  /// busy -> orphan: UCX keeps the slot until its last callback. False when it is not busy.
+  bool detach(op_slot* s) noexcept;
+  /// Deregistration and rkey release wait while an orphaned operation may still use them.
+  void defer(mem_handle& m) noexcept;
+  void defer(std::vector<rkey_handle>& rkeys) noexcept;
   std::uint32_t next_worker() noexcept {
     return rr_.fetch_add(1, std::memory_order_relaxed) %
            static_cast<std::uint32_t>(workers_.size());
@@ -171,11 +194,19 @@ class engine {
   static void on_am_done(void* request, ucs_status_t st, void* user) noexcept;
 
   static constexpr unsigned notif_am_id = 0x4e;  // 'N'
+  /// How long `release` lets a request in flight finish before it abandons it.
+  static constexpr std::chrono::milliseconds release_grace{20};
+  /// How long unloading a live peer waits for what is still in flight to it.
+  static constexpr std::int64_t flush_limit_ns = 30'000'000'000;
   static constexpr std::size_t max_notif_size = std::size_t{64} << 20;
   static constexpr std::size_t max_name_size = 1024;
 
  private:
   void probe(peer_state* p) noexcept;
+  void reclaim(op_slot* s) noexcept;
+  void drain_deferred(bool force) noexcept;
+  template <class H>
+  void defer_handles(std::vector<H>& list, std::span<H> handles) noexcept;
   void check_local_peers() noexcept;
   void wake() noexcept;
   void run() noexcept;
@@ -212,6 +243,11 @@ class engine {
   std::mutex slots_mu_;
   std::vector<std::unique_ptr<op_slot>> slots_;
   std::vector<op_slot*> free_slots_;
+  std::atomic<int> orphans_{0};  ///< released requests UCX still works on
+
+  std::mutex deferred_mu_;
+  std::vector<mem_handle> deferred_memh_;
+  std::vector<rkey_handle> deferred_rkeys_;
 
   std::mutex notif_mu_;
   std::vector<std::pair<std::string, std::string>> inbox_;
@@ -229,7 +265,7 @@ class engine {
 
 inline status engine::after_data(op_slot* s) noexcept {
   if (!s->has_notif) {
-    s->finish(status::success);
+    complete(s, status::success);
     return status::success;
   }
   ucp_request_param_t p{};
@@ -241,12 +277,12 @@ inline status engine::after_data(op_slot* s) noexcept {
   ucs_status_ptr_t r =
       ucp_am_send_nbx(s->ep, notif_am_id, nullptr, 0, s->notif.data(), s->notif.size(), &p);
   if (r == nullptr) {
-    s->finish(status::success);
+    complete(s, status::success);
     return status::success;
   }
   if (UCS_PTR_IS_ERR(r)) {
     const status e = to_status(UCS_PTR_STATUS(r));
-    s->finish(e);
+    complete(s, e);
     return e;
   }
   return status::in_progress;
@@ -256,9 +292,10 @@ inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcep
   ucp_request_free(request);
   auto* s = static_cast<op_slot*>(user);
   // pairs with the release store in post(): the notification fields are visible here
-  (void)s->state.load(std::memory_order_acquire);
-  if (st != UCS_OK) {
-    s->finish(to_status(st));
+  const int state = s->state.load(std::memory_order_acquire);
+  if (st != UCS_OK || state == op_slot::orphan) {
+    // a released request sends no notification
+    s->owner->complete(s, st != UCS_OK ? to_status(st) : status::canceled);
     return;
   }
   if (s->owner->after_data(s) == status::in_progress) s->owner->kick();
@@ -266,7 +303,8 @@ inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcep
 
 inline void engine::on_am_done(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
-  static_cast<op_slot*>(user)->finish(to_status(st));
+  auto* s = static_cast<op_slot*>(user);
+  s->owner->complete(s, to_status(st));
 }
 
 }  // namespace detail

@@ -44,6 +44,7 @@
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
+#include <nixl/metadata/exchange.hpp>
 #if defined(NIXL_HAS_POSIX)
 #include <nixl/backends/posix.hpp>
 #endif
@@ -517,15 +518,17 @@ class remote_target final : public target_side {
 int run_target(const options& o, int port_fd) {
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
-  cfg.enable_listen_thread = true;
-  cfg.listen_port = o.port;
-  cfg.listen_address = "127.0.0.1";
   bench_agent a(target_name, cfg);
+  nixl::metadata::config listener;
+  listener.listen = true;
+  listener.listen_port = o.port;
+  listener.listen_address = "127.0.0.1";
+  nixl::metadata::exchange x{a, listener};
   a.create_backend(o.backend, backend_params(o));
   segment seg(o.target_kind(), o.buffer_size(), o, o.target_gpu, "target",
               o.target_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
   seg.register_with(a);
-  const auto port = a.listen_port();
+  const auto port = x.port();
   if (port_fd >= 0) {
     auto s = fmt::format("{}\n", port);
     if (::write(port_fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) return 1;
@@ -935,9 +938,14 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
       port = static_cast<std::uint16_t>(std::stoul(s));
     }
     if (port == 0) fail("--role initiator needs the target's --port");
-    const auto where_peer = nixl::metadata_target::peer(o.peer_ip, port);
-    a.send_local_metadata(where_peer).get();
-    a.fetch_remote_metadata(target_name, where_peer).get();
+    const auto where_peer = nixl::metadata::target::peer(o.peer_ip, port);
+    {
+      nixl::metadata::config inline_only;  // no listener, no etcd: runs on this thread
+      inline_only.read_env = false;
+      nixl::metadata::exchange x{a, inline_only};
+      x.send_local_metadata(where_peer).get();
+      x.fetch_remote_metadata(target_name, where_peer).get();
+    }
     mailbox box(a, target_name);
     auto m = box.next(60s);
     if (!m || m->rfind("where:", 0) != 0) fail("the target did not say where its buffer is");

@@ -10,6 +10,7 @@
 // sees through its etcd watch.
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
+#include <nixl/metadata/exchange.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -41,12 +42,13 @@ nixl::reg_list<nixl::dram_t> registration(std::vector<unsigned char>& b) {
 
 int run_target() {
   agent a("target");
+  nixl::metadata::exchange x{a};  // etcd from NIXL_ETCD_ENDPOINTS
   a.create_backend<nixl::ucx::backend>();
   std::vector<unsigned char> buf(size, 0);
   a.register_memory(registration(buf));
-  a.send_local_metadata().get();
+  x.send_local_metadata().get();
   std::printf("target: published its metadata; waiting for the initiator's\n");
-  a.fetch_remote_metadata("initiator").get();
+  x.fetch_remote_metadata("initiator").get();
   std::printf("target: loaded the initiator's metadata\n");
   nixl::xfer_dlist where(nixl::mem_kind::dram,
                          {{reinterpret_cast<std::uintptr_t>(buf.data()), size, 0}});
@@ -71,19 +73,20 @@ int run_target() {
     }
   }
   std::printf("target: notification '%s', %zu bytes verified\n", got.front().c_str(), size);
-  a.invalidate_local_metadata().get();
+  x.invalidate_local_metadata().get();
   std::printf("target: metadata withdrawn\n");
   return 0;
 }
 
 int run_initiator() {
   agent a("initiator");
+  nixl::metadata::exchange x{a};
   a.create_backend<nixl::ucx::backend>();
   std::vector<unsigned char> buf(size);
   for (std::size_t i = 0; i < size; ++i) buf[i] = static_cast<unsigned char>(i * 7);
   a.register_memory(registration(buf));
-  a.send_local_metadata().get();
-  a.fetch_remote_metadata("target").get();  // waits (bounded) for the target to publish
+  x.send_local_metadata().get();
+  x.fetch_remote_metadata("target").get();  // waits (bounded) for the target to publish
   std::printf("initiator: loaded the target's metadata\n");
   // The target sends where to write as a serialised descriptor list.
   std::string msg;

@@ -1,6 +1,11 @@
 #pragma once
+// Above 600 lines on purpose: one class template whose member functions (backends,
+// registration, metadata encode/load, notifications, transfers) share its private slots; what
+// stands alone is in agent_config.hpp, prepared.hpp, xfer_request.hpp and detail/.
 /// `nixl::agent<Backends...>`: a named endpoint that registers memory with its backends,
-/// exchanges metadata with peers and makes transfer requests.
+/// encodes and loads metadata and makes transfer requests. Sending and fetching metadata over
+/// the network is the metadata layer's (`nixl::metadata::exchange`, metadata/), which drives an
+/// agent through the public calls of the "metadata" section.
 
 #include <array>
 #include <atomic>
@@ -20,78 +25,23 @@
 
 #include <fmt/ranges.h>
 
+#include <nixl/agent_config.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/agent_slots.hpp>
 #include <nixl/detail/region_index.hpp>
+#include <nixl/detail/resolve.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
 #include <nixl/log.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/metadata.hpp>
+#include <nixl/prepared.hpp>
 #include <nixl/request.hpp>
 #include <nixl/status.hpp>
 #include <nixl/telemetry.hpp>
-
-// ---- metadata exchange (nixl::metadata) ----
-#include <future>
-#if defined(NIXL_HAS_METADATA)
-#include <nixl/metadata/exchange.hpp>
-#endif
-// ---- end metadata exchange ----
+#include <nixl/xfer_request.hpp>
 
 namespace nixl {
-
-/// Default TCP port of the metadata listener (NIXL's `default_comm_port`).
-inline constexpr std::uint16_t default_comm_port = 8888;
-
-/// Agent configuration (NIXL's `nixlAgentConfig`).
-struct agent_config {
-  /// Passed to backends: run a progress thread (UCX). On by default, as in NIXL's Python API.
-  bool enable_prog_thread = true;
-  /// Lock discipline; `none` becomes `strict` when a metadata thread runs.
-  thread_sync sync = thread_sync::none;
-  /// Per-request telemetry, unless `NIXL_TELEMETRY_ENABLE` says otherwise.
-  bool capture_telemetry = false;
-  /// Progress thread wake-up period hint for backends.
-  std::chrono::microseconds progress_delay{0};
-  /// Metadata listener (needs nixl::metadata).
-  bool enable_listen_thread = false;
-  std::uint16_t listen_port = default_comm_port;  ///< 0: the OS picks; see listen_port()
-  std::string listen_address = "127.0.0.1";
-  std::chrono::microseconds listen_delay{100000};
-  /// How long an etcd fetch waits for a key that is not there yet.
-  std::chrono::microseconds etcd_watch_timeout{5000000};
-  /// etcd client URLs and key namespace; empty: NIXL_ETCD_ENDPOINTS / NIXL_ETCD_NAMESPACE.
-  std::string etcd_endpoints;
-  std::string etcd_namespace;
-};
-
-/// Options of registration and metadata calls: restrict to some backends by name.
-struct backend_options {
-  std::vector<std::string> backends;
-};
-
-/// Where a metadata call goes: a peer's listener (`ip`, `port`) or, with an empty `ip`, the
-/// central store (etcd) under `label` (empty: "metadata" for full metadata).
-struct metadata_target {
-  std::string ip;
-  std::uint16_t port = default_comm_port;
-  std::string label;
-
-  static metadata_target peer(std::string ip, std::uint16_t port = default_comm_port) {
-    return {std::move(ip), port, {}};
-  }
-  static metadata_target central(std::string label = {}) { return {{}, 0, std::move(label)}; }
-  bool is_peer() const noexcept { return !ip.empty(); }
-};
-
-/// Options of request creation (NIXL's `nixl_opt_args_t` subset that applies).
-struct xfer_options {
-  std::vector<std::string> backends;  ///< candidate backends, in order of preference
-  std::optional<std::string> notif;   ///< notification sent after the data (empty is valid)
-  bool skip_merge = false;            ///< keep contiguous descriptors apart
-  std::string custom;                 ///< backend-specific parameter
-  std::size_t notif_capacity = 256;   ///< bytes reserved for notifications set at post
-};
 
 /// An agent over a fixed set of backend types. Non-copyable, non-movable.
 template <class... Backends>
@@ -103,175 +53,22 @@ requires(sizeof...(Backends) > 0) class agent {
   static_assert(((remote_backend<Backends> || loopback_backend<Backends>)&&...),
                 "a backend must support loopback (self_peer, load_local) or remote peers");
 
-  template <class R>
-  using index_array = std::array<detail::region_index<R>, mem_kind_count>;
-
-  template <class R>
-  static index_array<R> make_indices() {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return index_array<R>{detail::region_index<R>(static_cast<mem_kind>(I))...};
-    }
-    (std::make_index_sequence<mem_kind_count>{});
-  }
-
   template <class B>
-  struct backend_slot {
-    std::unique_ptr<B> engine;
-    params user_params;
-    std::string conn_info;
-    index_array<typename B::region> regions = make_indices<typename B::region>();
-  };
-
+  using backend_slot = detail::backend_slot<B>;
   template <class B>
-  struct peer_slot {
-    B* engine = nullptr;
-    std::optional<typename B::peer> peer;
-    std::string conn_info;
-    index_array<typename B::remote_region> regions = make_indices<typename B::remote_region>();
-  };
-
-  /// Everything loaded about one peer. Shared with the requests and prepared lists built
-  /// against it, so it outlives an invalidation until they are gone.
-  struct peer_state {
-    detail::peer_token token;
-    std::tuple<peer_slot<Backends>...> slots;
-
-    peer_state() = default;
-    peer_state(const peer_state&) = delete;
-    ~peer_state() {
-      detail::for_each_type<Backends...>([&]<class B>() { unload(std::get<peer_slot<B>>(slots)); });
-    }
-    template <class B>
-    static void unload(peer_slot<B>& s) noexcept {
-      if (s.engine == nullptr) return;
-      for (auto& idx : s.regions)
-        for (auto& e : idx.take_all()) s.engine->unload_region(*e.region);
-      if constexpr (remote_backend<B>) {
-        if (s.peer) s.engine->unload_peer(*s.peer);
-      }
-      s.peer.reset();
-    }
-  };
+  using peer_slot = detail::peer_slot<B>;
+  using peer_state = detail::peer_state<Backends...>;
 
  public:
   using backend_types = detail::type_list<Backends...>;
 
-  /// A transfer request whose backend is chosen at run time: a variant over `request<B>`.
-  class xfer_request {
-   public:
-    xfer_request() = default;
-    template <class B>
-    xfer_request(request<B>&& r) noexcept : v_(std::in_place_type<request<B>>, std::move(r)) {}
-
-    nixl::status post() noexcept {
-      return apply(nixl::status::invalid_param, [](auto& r) { return r.post(); });
-    }
-    nixl::status post(notif_arg n) noexcept {
-      return apply(nixl::status::invalid_param, [&](auto& r) { return r.post(n); });
-    }
-    nixl::status status() noexcept {
-      return apply(nixl::status::invalid_param, [](auto& r) { return r.status(); });
-    }
-    nixl::status release() noexcept {
-      return apply(nixl::status::invalid_param, [](auto& r) { return r.release(); });
-    }
-    nixl::status telemetry(xfer_telemetry& t) const noexcept {
-      return apply(nixl::status::invalid_param, [&](const auto& r) { return r.telemetry(t); });
-    }
-    /// Name of the backend that moves this request ("" when empty).
-    std::string_view backend_name() const noexcept {
-      return apply(std::string_view{}, [](const auto& r) { return r.backend_name(); });
-    }
-    std::string_view remote_agent() const noexcept {
-      return apply(std::string_view{}, [](const auto& r) { return r.remote_agent(); });
-    }
-    std::size_t descriptor_count() const noexcept {
-      return apply(std::size_t{0}, [](const auto& r) { return r.descriptor_count(); });
-    }
-    bool valid() const noexcept {
-      return apply(false, [](const auto& r) { return r.valid(); });
-    }
-    /// The typed request when `B` moves it, else null.
-    template <class B>
-    request<B>* get_if() noexcept {
-      return std::get_if<request<B>>(&v_);
-    }
-    template <class B>
-    const request<B>* get_if() const noexcept {
-      return std::get_if<request<B>>(&v_);
-    }
-
-   private:
-    /// `f(request)` for the request held, `fallback` when empty.
-    template <class R, class Self, class F>
-    static R apply_to(Self& self, R fallback, F&& f) noexcept {
-      return std::visit(
-          [&](auto& r) -> R {
-            if constexpr (std::is_same_v<std::decay_t<decltype(r)>, std::monostate>)
-              return fallback;
-            else
-              return f(r);
-          },
-          self.v_);
-    }
-    template <class R, class F>
-    R apply(R fallback, F&& f) noexcept {
-      return apply_to(*this, fallback, std::forward<F>(f));
-    }
-    template <class R, class F>
-    R apply(R fallback, F&& f) const noexcept {
-      return apply_to(*this, fallback, std::forward<F>(f));
-    }
-    std::variant<std::monostate, request<Backends>...> v_;
-  };
-
-  /// A descriptor list resolved once against the local registrations ("" agent) or a peer's
-  /// regions, for requests made later from index vectors.
-  class prepared {
-   public:
-    prepared() = default;
-    mem_kind kind() const noexcept { return kind_; }
-    std::size_t size() const noexcept { return count_; }
-    bool is_local() const noexcept { return local_; }
-    /// The peer ("" for the local side).
-    const std::string& agent_name() const noexcept { return agent_; }
-    /// Names of the backends that resolved every descriptor.
-    std::vector<std::string_view> backends() const {
-      std::vector<std::string_view> out;
-      detail::for_each_type<Backends...>([&]<class B>() {
-        if (has<B>()) out.push_back(B::name);
-      });
-      return out;
-    }
-    template <class B>
-    bool has() const noexcept {
-      return local_ ? std::get<local_vec<B>>(local_descs_).has_value()
-                    : std::get<remote_vec<B>>(remote_descs_).has_value();
-    }
-
-   private:
-    friend class agent;
-    template <class B>
-    using local_vec = std::optional<std::vector<bound_desc<typename B::region>>>;
-    template <class B>
-    using remote_vec = std::optional<std::vector<bound_desc<typename B::remote_region>>>;
-
-    std::string agent_;
-    bool local_ = true;
-    mem_kind kind_ = mem_kind::dram;
-    std::size_t count_ = 0;
-    std::shared_ptr<peer_state> peer_;
-    std::tuple<local_vec<Backends>...> local_descs_;
-    std::tuple<remote_vec<Backends>...> remote_descs_;
-  };
-
+  /// A transfer request whose backend is chosen at run time (see xfer_request.hpp).
+  using xfer_request = nixl::xfer_request<Backends...>;
+  /// A descriptor list resolved once (see prepared.hpp).
+  using prepared = nixl::prepared<Backends...>;
   /// A prepared list whose kind is a compile-time tag.
   template <kind_tag Kind>
-  class typed_prepared : public prepared {
-   public:
-    typed_prepared() = default;
-    explicit typed_prepared(prepared&& p) : prepared(std::move(p)) {}
-  };
+  using typed_prepared = nixl::typed_prepared<Kind, Backends...>;
 
   /// Creates an agent named `name`. Throws `nixl::error(invalid_param)` on an empty name.
   explicit agent(std::string name, agent_config cfg = {})
@@ -279,13 +76,11 @@ requires(sizeof...(Backends) > 0) class agent {
     if (name_.empty())
       raise(status::invalid_param, "agent: the name is empty; give every agent a unique name");
     telemetry_ = detail::telemetry_enabled(cfg_.capture_telemetry);
-    start_metadata_exchange();
   }
   agent(const agent&) = delete;
   agent& operator=(const agent&) = delete;
 
   ~agent() {
-    md_.reset();  // stops the metadata threads before the state their hooks touch goes away
     peers_.clear();
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();
@@ -299,6 +94,13 @@ requires(sizeof...(Backends) > 0) class agent {
   const agent_config& config() const noexcept { return cfg_; }
   bool telemetry_enabled() const noexcept { return telemetry_; }
   thread_sync sync_mode() const noexcept { return lock_.mode(); }
+
+  /// For layers that call the agent from threads of their own (the metadata exchange's
+  /// listener): `thread_sync::none` becomes `strict`. Call before those threads start, while no
+  /// other thread uses the agent.
+  void require_locking() noexcept {
+    if (lock_.mode() == thread_sync::none) lock_.set_mode(thread_sync::strict);
+  }
 
   // ----- backends -----------------------------------------------------------------------
 
@@ -382,7 +184,7 @@ requires(sizeof...(Backends) > 0) class agent {
   static std::pair<params, std::vector<mem_kind>> plugin_params(std::string_view backend_name) {
     std::optional<std::pair<params, std::vector<mem_kind>>> r;
     detail::for_each_type<Backends...>([&]<class B>() {
-      if (B::name == backend_name) r.emplace(params(B::default_params()), kinds_of<B>());
+      if (B::name == backend_name) r.emplace(params(B::default_params()), detail::kinds_of<B>());
     });
     if (!r) raise(status::not_found, "plugin_params: unknown backend '{}'", backend_name);
     return *r;
@@ -395,7 +197,7 @@ requires(sizeof...(Backends) > 0) class agent {
       if (B::name == backend_name && slot<B>().engine) {
         params p = B::default_params();
         for (const auto& [k, v] : slot<B>().user_params) p[k] = v;
-        r.emplace(std::move(p), kinds_of<B>());
+        r.emplace(std::move(p), detail::kinds_of<B>());
       }
     });
     if (!r) raise(status::not_found, "backend_params: backend '{}' was not created", backend_name);
@@ -431,7 +233,8 @@ requires(sizeof...(Backends) > 0) class agent {
     bool any = false, candidate = false;
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();
-      if (!s.engine || !contains(typename B::memory_kinds{}, k) || !selected<B>(opt.backends))
+      if (!s.engine || !contains(typename B::memory_kinds{}, k) ||
+          !detail::selected<B>(opt.backends))
         return;
       candidate = true;
       try {
@@ -458,7 +261,7 @@ requires(sizeof...(Backends) > 0) class agent {
     std::optional<std::size_t> missing;
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();
-      if (!s.engine || !selected<B>(opt.backends)) return;
+      if (!s.engine || !detail::selected<B>(opt.backends)) return;
       auto& idx = s.regions[static_cast<std::size_t>(k)];
       if (idx.empty()) return;
       for (std::size_t i = 0; i < list.size(); ++i)
@@ -496,88 +299,6 @@ requires(sizeof...(Backends) > 0) class agent {
     });
     if (!r) raise(status::not_found, "query_memory: unknown backend '{}'", opt.backends[0]);
     return std::move(*r);
-  }
-
-  // ----- metadata exchange (nixl::metadata) -------------------------------------------------
-  // Asynchronous: each call validates and serialises here, then the exchange does the I/O.
-  // The future becomes ready when the operation completed (or holds its nixl::error); it may
-  // be dropped, and completion observed with check_remote_metadata as in NIXL. Without the
-  // nixl::metadata component these throw nixl::error(not_supported).
-
-  /// Port of the metadata listener (the OS's pick with listen_port 0); 0 without a listener.
-  std::uint16_t listen_port() const noexcept {
-#if defined(NIXL_HAS_METADATA)
-    if (auto* x = exchange_ptr()) return x->port();
-#endif
-    return 0;
-  }
-
-  /// Sends full metadata to a peer's listener, or publishes it in the central store under
-  /// "<namespace>/<agent>/metadata".
-  std::future<void> send_local_metadata(const metadata_target& target = {}) {
-    auto& x = exchange_or_throw("send_local_metadata");
-    std::string blob = local_metadata();
-#if defined(NIXL_HAS_METADATA)
-    if (target.is_peer()) return x.send(target.ip, target.port, std::move(blob));
-    central_or_throw(x, "send_local_metadata");
-    return x.publish(target.label.empty() ? md::full_label : target.label, std::move(blob));
-#else
-    (void)x, (void)target;
-    return {};
-#endif
-  }
-
-  /// Sends partial metadata (see local_partial_metadata) to a peer, or publishes it in the
-  /// central store under `target.label`, which is then required.
-  std::future<void> send_partial_metadata(const reg_dlist& descs, bool include_conn_info,
-                                          const metadata_target& target,
-                                          const backend_options& opt = {}) {
-    auto& x = exchange_or_throw("send_partial_metadata");
-    if (!target.is_peer() && target.label.empty())
-      raise(status::invalid_param,
-            "send_partial_metadata: the central store needs a label for partial metadata; set "
-            "metadata_target::label");
-    std::string blob = local_partial_metadata(descs, include_conn_info, opt);
-#if defined(NIXL_HAS_METADATA)
-    if (target.is_peer()) return x.send(target.ip, target.port, std::move(blob));
-    central_or_throw(x, "send_partial_metadata");
-    return x.publish(target.label, std::move(blob));
-#else
-    (void)x;
-    return {};
-#endif
-  }
-
-  /// Fetches `remote`'s full metadata from its listener, or its `target.label` (default
-  /// "metadata") from the central store, waiting up to etcd_watch_timeout for it to appear and
-  /// then dropping `remote` when its keys go away.
-  std::future<void> fetch_remote_metadata(std::string_view remote,
-                                          const metadata_target& target = {}) {
-    auto& x = exchange_or_throw("fetch_remote_metadata");
-    if (remote == name_)
-      raise(status::invalid_param, "fetch_remote_metadata: '{}' is this agent itself", remote);
-#if defined(NIXL_HAS_METADATA)
-    if (target.is_peer()) return x.fetch(target.ip, target.port, remote);
-    central_or_throw(x, "fetch_remote_metadata");
-    return x.fetch_central(remote, target.label.empty() ? md::full_label : target.label);
-#else
-    (void)x, (void)target;
-    return {};
-#endif
-  }
-
-  /// Tells a peer's listener to drop this agent, or deletes this agent's keys from the central
-  /// store (peers that fetched them from there drop it).
-  std::future<void> invalidate_local_metadata(const metadata_target& target = {}) {
-    auto& x = exchange_or_throw("invalidate_local_metadata");
-#if defined(NIXL_HAS_METADATA)
-    if (target.is_peer()) return x.invalidate_at(target.ip, target.port);
-    central_or_throw(x, "invalidate_local_metadata");
-    return x.unpublish();
-#else
-    (void)x, (void)target;
-    return {};
-#endif
   }
 
   // ----- metadata ---------------------------------------------------------------------------
@@ -622,7 +343,7 @@ requires(sizeof...(Backends) > 0) class agent {
     detail::for_each_type<Backends...>([&]<class B>() {
       if constexpr (remote_backend<B>) {
         auto& s = slot<B>();
-        if (!s.engine || !selected<B>(opt.backends)) return;
+        if (!s.engine || !detail::selected<B>(opt.backends)) return;
         if (!list.empty() && !contains(typename B::memory_kinds{}, list.kind())) return;
         any = true;
         if (list.empty() || include_conn_info)
@@ -687,7 +408,7 @@ requires(sizeof...(Backends) > 0) class agent {
       if (ok) return;
       auto& ps = std::get<peer_slot<B>>(it->second->slots);
       if (!ps.peer) return;
-      ok = first_uncovered(ps.regions[static_cast<std::size_t>(descs.kind())], descs) ==
+      ok = detail::first_uncovered(ps.regions[static_cast<std::size_t>(descs.kind())], descs) ==
            descs.size();
     });
     return ok;
@@ -758,7 +479,7 @@ requires(sizeof...(Backends) > 0) class agent {
     bool sent = false;
     detail::for_each_type<Backends...>([&]<class B>() {
       if constexpr (notifying_backend<B>) {
-        if (sent || !selected<B>(opt.backends)) return;
+        if (sent || !detail::selected<B>(opt.backends)) return;
         auto& ps = std::get<peer_slot<B>>(st->slots);
         if (!ps.peer || !slot<B>().engine) return;
         slot<B>().engine->notify(*ps.peer, msg);
@@ -788,8 +509,8 @@ requires(sizeof...(Backends) > 0) class agent {
     if (p.local_) {
       detail::for_each_type<Backends...>([&]<class B>() {
         auto& s = slot<B>();
-        if (!s.engine || !selected<B>(opt.backends)) return;
-        auto v = bind_all(s.regions[static_cast<std::size_t>(list.kind())], list, worst);
+        if (!s.engine || !detail::selected<B>(opt.backends)) return;
+        auto v = detail::bind_all(s.regions[static_cast<std::size_t>(list.kind())], list, worst);
         if (v) {
           std::get<typename prepared::template local_vec<B>>(p.local_descs_) = std::move(v);
           any = true;
@@ -799,8 +520,8 @@ requires(sizeof...(Backends) > 0) class agent {
       p.peer_ = find_peer(remote, "prepare_list");
       detail::for_each_type<Backends...>([&]<class B>() {
         auto& ps = std::get<peer_slot<B>>(p.peer_->slots);
-        if (!ps.peer || !selected<B>(opt.backends)) return;
-        auto v = bind_all(ps.regions[static_cast<std::size_t>(list.kind())], list, worst);
+        if (!ps.peer || !detail::selected<B>(opt.backends)) return;
+        auto v = detail::bind_all(ps.regions[static_cast<std::size_t>(list.kind())], list, worst);
         if (v) {
           std::get<typename prepared::template remote_vec<B>>(p.remote_descs_) = std::move(v);
           any = true;
@@ -863,16 +584,18 @@ requires(sizeof...(Backends) > 0) class agent {
   /// registered region or the peer is unknown.
   xfer_request create_request(xfer_op op, const xfer_dlist& local, const xfer_dlist& remote,
                               std::string_view remote_agent, const xfer_options& opt = {}) {
-    check_pairs(local, remote);
+    detail::check_pairs(local, remote);
     auto g = lock_.shared();
     auto st = find_peer(remote_agent, "create_request");
     std::optional<xfer_request> out;
     std::size_t worst_l = local.size(), worst_r = remote.size();
     for_candidates(local.kind(), remote.kind(), *st, opt.backends, [&]<class B>() {
-      auto l = bind_all(slot<B>().regions[static_cast<std::size_t>(local.kind())], local, worst_l);
+      auto l = detail::bind_all(slot<B>().regions[static_cast<std::size_t>(local.kind())], local,
+                                worst_l);
       if (!l) return false;
       auto& ps = std::get<peer_slot<B>>(st->slots);
-      auto r = bind_all(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r);
+      auto r =
+          detail::bind_all(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r);
       if (!r) return false;
       out.emplace(finish<B>(op, std::move(*l), std::move(*r), st, opt));
       return true;
@@ -893,16 +616,16 @@ requires(sizeof...(Backends) > 0) class agent {
                       std::string_view remote_agent, const xfer_options& opt = {})
       -> request<detail::select_backend_t<L, R, Backends...>> {
     using B = detail::select_backend_t<L, R, Backends...>;
-    check_pairs(local, remote);
+    detail::check_pairs(local, remote);
     auto g = lock_.shared();
     auto st = find_peer(remote_agent, "create_request");
     require_usable<B>(*st);
     std::size_t worst = local.size();
-    auto l = bind_all(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst);
+    auto l = detail::bind_all(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst);
     if (!l) uncovered_error("create_request", local, worst, {});
     worst = remote.size();
     auto& ps = std::get<peer_slot<B>>(st->slots);
-    auto r = bind_all(ps.regions[static_cast<std::size_t>(R::value)], remote, worst);
+    auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(R::value)], remote, worst);
     if (!r) uncovered_error("create_request", remote, worst, remote_agent);
     return finish<B>(op, std::move(*l), std::move(*r), st, opt);
   }
@@ -929,23 +652,6 @@ requires(sizeof...(Backends) > 0) class agent {
   template <class B>
   backend_slot<B>& slot() const noexcept {
     return const_cast<backend_slot<B>&>(std::get<backend_slot<B>>(slots_));
-  }
-
-  template <class B>
-  static std::vector<mem_kind> kinds_of() {
-    std::vector<mem_kind> out;
-    for (std::size_t i = 0; i < mem_kind_count; ++i)
-      if (contains(typename B::memory_kinds{}, static_cast<mem_kind>(i)))
-        out.push_back(static_cast<mem_kind>(i));
-    return out;
-  }
-
-  template <class B>
-  static bool selected(const std::vector<std::string>& names) noexcept {
-    if (names.empty()) return true;
-    for (const auto& n : names)
-      if (n == B::name) return true;
-    return false;
   }
 
   peer_state& self_state() {
@@ -1051,35 +757,6 @@ requires(sizeof...(Backends) > 0) class agent {
     return it->second;
   }
 
-  template <class Region>
-  static std::size_t first_uncovered(const detail::region_index<Region>& idx,
-                                     const xfer_dlist& list) noexcept {
-    for (std::size_t i = 0; i < list.size(); ++i)
-      if (idx.find_covering(list[i]) == nullptr) return i;
-    return list.size();
-  }
-
-  /// Resolves every descriptor, or returns nothing and lowers `worst` to the first miss.
-  template <class Region>
-  static std::optional<std::vector<bound_desc<Region>>> bind_all(
-      const detail::region_index<Region>& idx, const xfer_dlist& list, std::size_t& worst) {
-    if (list.empty() || idx.empty()) {
-      worst = 0;
-      return std::nullopt;
-    }
-    std::vector<bound_desc<Region>> out(list.size());
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const auto* e = idx.find_covering(list[i]);
-      if (e == nullptr) {
-        worst = std::min(worst, i);
-        return std::nullopt;
-      }
-      static_cast<desc&>(out[i]) = list[i];
-      out[i].region = e->region.get();
-    }
-    return out;
-  }
-
   [[noreturn]] void uncovered_error(std::string_view call, const xfer_dlist& list, std::size_t i,
                                     std::string_view remote) const {
     if (list.empty()) raise(status::invalid_param, "{}: the descriptor list is empty", call);
@@ -1091,19 +768,6 @@ requires(sizeof...(Backends) > 0) class agent {
         call, list.kind(), i, d.addr, d.len, d.dev,
         remote.empty() ? fmt::format("by agent '{}'", name_) : fmt::format("by agent '{}'", remote),
         remote.empty() || remote == name_ ? "" : " and reload its metadata");
-  }
-
-  static void check_pairs(const xfer_dlist& l, const xfer_dlist& r) {
-    if (l.empty()) raise(status::invalid_param, "create_request: the descriptor lists are empty");
-    if (l.size() != r.size())
-      raise(status::invalid_param,
-            "create_request: local list has {} descriptors, remote list {}; they pair one to one",
-            l.size(), r.size());
-    for (std::size_t i = 0; i < l.size(); ++i)
-      if (l[i].len != r[i].len)
-        raise(status::invalid_param,
-              "create_request: descriptor {} has length {} locally and {} remotely", i, l[i].len,
-              r[i].len);
   }
 
   static void check_indices(const prepared& l, std::span<const int> li, const prepared& r,
@@ -1202,24 +866,7 @@ requires(sizeof...(Backends) > 0) class agent {
                     const std::shared_ptr<peer_state>& st, const xfer_options& opt) {
     std::size_t total = 0;
     for (const auto& d : l) total += d.len;
-    if (!opt.skip_merge && l.size() > 1) {
-      std::size_t w = 0;
-      for (std::size_t i = 1; i < l.size(); ++i) {
-        auto& a = l[w];
-        auto& b = r[w];
-        if (a.region == l[i].region && b.region == r[i].region && a.dev == l[i].dev &&
-            b.dev == r[i].dev && a.addr + a.len == l[i].addr && b.addr + b.len == r[i].addr) {
-          a.len += l[i].len;
-          b.len += r[i].len;
-        } else {
-          ++w;
-          l[w] = l[i];
-          r[w] = r[i];
-        }
-      }
-      l.resize(w + 1);
-      r.resize(w + 1);
-    }
+    if (!opt.skip_merge) detail::merge_contiguous(l, r);
     request<B> req;
     auto& ps = std::get<peer_slot<B>>(st->slots);
     slot<B>().engine->prepare(req.state_, op, std::span<const bound_desc<typename B::region>>(l),
@@ -1351,56 +998,6 @@ requires(sizeof...(Backends) > 0) class agent {
   std::uint64_t generation_ = 0;
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
-
-  // ---- metadata exchange (nixl::metadata) ----
-  // Type-erased so that the agent's layout is the same with and without the component.
-  std::shared_ptr<void> md_;
-
-#if defined(NIXL_HAS_METADATA)
-  md::exchange* exchange_ptr() const noexcept {
-    return static_cast<md::exchange*>(md_.get());
-  }
-  md::exchange& exchange_or_throw(std::string_view) {
-    return *exchange_ptr();
-  }
-  static void central_or_throw(const md::exchange& x, std::string_view call) {
-    if (!x.has_central())
-      raise(status::invalid_param,
-            "{}: no ip given and no central store; give the peer's ip and port, or set "
-            "NIXL_ETCD_ENDPOINTS",
-            call);
-  }
-  void start_metadata_exchange() {
-    md::config c;
-    c.listen = cfg_.enable_listen_thread;
-    c.listen_address = cfg_.listen_address;
-    c.listen_port = cfg_.listen_port;
-    c.etcd_watch_timeout = cfg_.etcd_watch_timeout;
-    c.etcd_endpoints = cfg_.etcd_endpoints;
-    c.etcd_namespace = cfg_.etcd_namespace;
-    // The exchange calls back from its own threads: `none` cannot stay lock-free.
-    if (c.runs_threads() && lock_.mode() == thread_sync::none) lock_.set_mode(thread_sync::strict);
-    md::hooks h{
-        [this] { return local_metadata(); },
-        [this](std::span<const std::byte> b) { return load_remote_metadata(b); },
-        [this](std::string_view remote) { invalidate_remote_metadata(remote); },
-    };
-    md_ = std::make_shared<md::exchange>(name_, std::move(c), std::move(h));
-  }
-#else
-  struct no_exchange {};
-  [[noreturn]] no_exchange& exchange_or_throw(std::string_view call) {
-    raise(status::not_supported,
-          "{}: this build has no metadata exchange; link nixl::metadata (NIXL_WITH_METADATA)",
-          call);
-  }
-  void start_metadata_exchange() {
-    if (cfg_.enable_listen_thread)
-      raise(status::not_supported,
-            "agent: enable_listen_thread needs the metadata exchange; link nixl::metadata");
-  }
-#endif
-  // ---- end metadata exchange ----
 };
 
 }  // namespace nixl

@@ -12,7 +12,7 @@
 #include <nixl/status.hpp>
 #include <nlohmann/json.hpp>
 
-namespace nixl::md {
+namespace nixl::metadata {
 
 using json = nlohmann::json;
 
@@ -536,4 +536,4 @@ void etcd_watcher::wakeup() noexcept {
   curl_multi_wakeup(impl_->multi);
 }
 
-}  // namespace nixl::md
+}  // namespace nixl::metadata

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-namespace nixl::md {
+namespace nixl::metadata {
 namespace {
 
 constexpr char magic0 = 'N';
@@ -139,4 +139,4 @@ frame_decoder::result frame_decoder::next(frame& out) {
   return result::frame;
 }
 
-}  // namespace nixl::md
+}  // namespace nixl::metadata

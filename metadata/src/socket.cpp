@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nixl/status.hpp>
 
-namespace nixl::md::detail {
+namespace nixl::metadata::detail {
 
 std::string errno_text(int e) {
   char buf[256];
@@ -119,4 +119,4 @@ int socket_error(int fd) noexcept {
   return err;
 }
 
-}  // namespace nixl::md::detail
+}  // namespace nixl::metadata::detail

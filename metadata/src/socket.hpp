@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-namespace nixl::md::detail {
+namespace nixl::metadata::detail {
 
 /// Owns a file descriptor.
 class unique_fd {
@@ -66,4 +66,4 @@ int socket_error(int fd) noexcept;
 /// strerror of an errno value.
 std::string errno_text(int e);
 
-}  // namespace nixl::md::detail
+}  // namespace nixl::metadata::detail

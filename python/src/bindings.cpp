@@ -25,6 +25,9 @@
 #include <nixl/memory.hpp>
 #include <nixl/metadata.hpp>
 #include <nixl/status.hpp>
+#if defined(NIXL_HAS_METADATA)
+#include <nixl/metadata/exchange.hpp>
+#endif
 #if defined(NIXL_HAS_UCX)
 #include <nixl/backends/ucx.hpp>
 #endif
@@ -219,6 +222,9 @@ py::object decode_any(const std::string& b) {
 
 // ---- agent config and telemetry -----------------------------------------------------------
 
+/// NIXL's default_comm_port: the metadata listener's port.
+inline constexpr int default_comm_port = 8888;
+
 struct py_config {
   bool useProgThread = false;
   bool useListenThread = false;
@@ -226,7 +232,7 @@ struct py_config {
   thread_sync syncMode = thread_sync::none;
   bool captureTelemetry = false;
   std::uint64_t pthrDelay = 0;
-  std::uint64_t lthrDelay = 100000;
+  std::uint64_t lthrDelay = 100000;  ///< accepted for NIXL's API; the listener does not poll
   std::uint64_t etcdWatchTimeout = 5000000;
 };
 
@@ -255,22 +261,36 @@ class py_agent {
     cfg.sync = c.syncMode;
     cfg.capture_telemetry = c.captureTelemetry;
     cfg.progress_delay = std::chrono::microseconds(c.pthrDelay);
-    cfg.enable_listen_thread = c.useListenThread;
-    cfg.listen_port = static_cast<std::uint16_t>(c.listenPort);
-    cfg.listen_delay = std::chrono::microseconds(c.lthrDelay);
-    cfg.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
     agent_ = std::make_unique<agent_t>(name, std::move(cfg));
+#if defined(NIXL_HAS_METADATA)
+    metadata::config mc;
+    mc.listen = c.useListenThread;
+    mc.listen_port = static_cast<std::uint16_t>(c.listenPort);
+    mc.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
+    exchange_ = std::make_unique<metadata::exchange>(*agent_, std::move(mc));
+#else
+    if (c.useListenThread)
+      throw nixl::error(status::not_supported,
+                        "nixlAgent: useListenThread needs the metadata exchange; build with "
+                        "NIXL_WITH_METADATA=ON");
+#endif
   }
   ~py_agent() {
-    // Requests and prepared lists must go before the agent they point into.
+    // Requests and prepared lists must go before the agent they point into, and the exchange
+    // (whose threads call the agent) before the agent.
     reqs_.clear();
     dlists_.clear();
+#if defined(NIXL_HAS_METADATA)
+    exchange_.reset();
+#endif
     agent_.reset();
   }
   py_agent(const py_agent&) = delete;
   py_agent& operator=(const py_agent&) = delete;
 
-  agent_t& get() { return *agent_; }
+  agent_t& get() {
+    return *agent_;
+  }
 
   // -- backends --
   std::vector<std::string> avail_plugins() const {
@@ -559,17 +579,39 @@ class py_agent {
   }
 
   // -- metadata --
-  static metadata_target target(const std::string& ip, int port, const std::string& label) {
+  /// Calls `f(exchange, target)` without the GIL; not_supported in a build without it.
+  template <class F>
+  void with_exchange(std::string_view call, const std::string& ip, int port,
+                     const std::string& label, F&& f) {
     if (port < 0 || port > 65535)
       throw nixl::error(status::invalid_param, fmt::format("port {} is not a TCP port", port));
-    metadata_target t;
+#if defined(NIXL_HAS_METADATA)
+    metadata::target t;
     t.ip = ip;
     t.port = static_cast<std::uint16_t>(port == 0 ? default_comm_port : port);
     t.label = label;
-    return t;
+    py::gil_scoped_release rel;
+    (void)f(*exchange_, t);
+#else
+    (void)ip, (void)label, (void)f;
+    throw nixl::error(status::not_supported,
+                      fmt::format("{}: this build has no metadata exchange; build with "
+                                  "NIXL_WITH_METADATA=ON",
+                                  call));
+#endif
+  }
+  std::uint16_t listen_port() const noexcept {
+#if defined(NIXL_HAS_METADATA)
+    return exchange_->port();
+#else
+    return 0;
+#endif
   }
 
   std::unique_ptr<agent_t> agent_;
+#if defined(NIXL_HAS_METADATA)
+  std::unique_ptr<metadata::exchange> exchange_;
+#endif
   std::unordered_map<std::uintptr_t, std::unique_ptr<std::string>> backends_;
   std::unordered_map<std::uintptr_t, std::shared_ptr<prepared_t>> dlists_;
   std::unordered_map<std::uintptr_t, std::shared_ptr<request_t>> reqs_;
@@ -623,7 +665,7 @@ PYBIND11_MODULE(_bindings, m) {
 
   // ---- constants and enums ----
   m.attr("NIXL_INIT_AGENT") = "";
-  m.attr("DEFAULT_COMM_PORT") = static_cast<int>(nixl::default_comm_port);
+  m.attr("DEFAULT_COMM_PORT") = default_comm_port;
   m.attr("HAVE_UCX_GPU_DEVICE_API") = false;
   {
     py::list bl;
@@ -891,9 +933,8 @@ PYBIND11_MODULE(_bindings, m) {
              return c;
            }),
            py::arg("use_prog_thread"), py::arg("use_listen_thread") = false,
-           py::arg("port") = static_cast<int>(nixl::default_comm_port),
-           py::arg("sync_mode") = nixl::thread_sync::none, py::arg("num_workers") = 1u,
-           py::arg("pthr_delay_us") = std::uint64_t{0},
+           py::arg("port") = default_comm_port, py::arg("sync_mode") = nixl::thread_sync::none,
+           py::arg("num_workers") = 1u, py::arg("pthr_delay_us") = std::uint64_t{0},
            py::arg("lthr_delay_us") = std::uint64_t{100000}, py::arg("capture_telemetry") = false)
       .def_readwrite("useProgThread", &py_config::useProgThread)
       .def_readwrite("useListenThread", &py_config::useListenThread)
@@ -1000,9 +1041,8 @@ PYBIND11_MODULE(_bindings, m) {
       .def(
           "sendLocalMD",
           [](py_agent& a, const std::string& ip, int port) {
-            auto t = py_agent::target(ip, port, "");
-            py::gil_scoped_release rel;
-            (void)a.get().send_local_metadata(t);
+            a.with_exchange("sendLocalMD", ip, port, "",
+                            [](auto& x, const auto& t) { return x.send_local_metadata(t); });
           },
           py::arg("ip_addr") = std::string(), py::arg("port") = 0)
       .def(
@@ -1010,9 +1050,9 @@ PYBIND11_MODULE(_bindings, m) {
           [](py_agent& a, const reg_dlist& l, bool inc, const bl& bs, const std::string& ip,
              int port, const std::string& label) {
             auto o = a.options(bs);
-            auto t = py_agent::target(ip, port, label);
-            py::gil_scoped_release rel;
-            (void)a.get().send_partial_metadata(l, inc, t, o);
+            a.with_exchange("sendLocalPartialMD", ip, port, label, [&](auto& x, const auto& t) {
+              return x.send_partial_metadata(l, inc, t, o);
+            });
           },
           py::arg("descs"), py::arg("inc_conn_info") = false, py::arg("backends") = no_backends,
           py::arg("ip_addr") = std::string(), py::arg("port") = 0, py::arg("label") = std::string())
@@ -1020,18 +1060,17 @@ PYBIND11_MODULE(_bindings, m) {
           "fetchRemoteMD",
           [](py_agent& a, const std::string& remote, const std::string& ip, int port,
              const std::string& label) {
-            auto t = py_agent::target(ip, port, label);
-            py::gil_scoped_release rel;
-            (void)a.get().fetch_remote_metadata(remote, t);
+            a.with_exchange("fetchRemoteMD", ip, port, label, [&](auto& x, const auto& t) {
+              return x.fetch_remote_metadata(remote, t);
+            });
           },
           py::arg("remote_name"), py::arg("ip_addr") = std::string(), py::arg("port") = 0,
           py::arg("label") = std::string())
       .def(
           "invalidateLocalMD",
           [](py_agent& a, const std::string& ip, int port) {
-            auto t = py_agent::target(ip, port, "");
-            py::gil_scoped_release rel;
-            (void)a.get().invalidate_local_metadata(t);
+            a.with_exchange("invalidateLocalMD", ip, port, "",
+                            [](auto& x, const auto& t) { return x.invalidate_local_metadata(t); });
           },
           py::arg("ip_addr") = std::string(), py::arg("port") = 0)
       .def(
@@ -1071,7 +1110,7 @@ PYBIND11_MODULE(_bindings, m) {
           [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.xfer_status(h)); },
           py::arg("req"))
       // Not in NIXL: the port the metadata listener bound (useful with listenPort 0).
-      .def("getListenPort", [](py_agent& a) { return a.get().listen_port(); })
+      .def("getListenPort", [](py_agent& a) { return a.listen_port(); })
       .def("getName", [](py_agent& a) { return a.get().name(); })
       .def("progress", [](py_agent& a) {
         py::gil_scoped_release rel;

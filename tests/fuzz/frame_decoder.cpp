@@ -12,24 +12,24 @@ namespace {
 constexpr std::size_t max_frame = 4096;
 
 struct outcome {
-  std::vector<nixl::md::frame> frames;
+  std::vector<nixl::metadata::frame> frames;
   bool failed = false;
 };
 
 outcome decode(std::string_view in, std::size_t step) {
-  nixl::md::frame_decoder d(max_frame);
+  nixl::metadata::frame_decoder d(max_frame);
   outcome o;
   std::size_t consumed = 0;
   while (consumed < in.size() && !o.failed) {
     auto chunk = in.substr(consumed, step);
     consumed += chunk.size();
     d.append(chunk);
-    if (d.buffered() > max_frame + nixl::md::frame_header_size + step) std::abort();
-    nixl::md::frame f;
+    if (d.buffered() > max_frame + nixl::metadata::frame_header_size + step) std::abort();
+    nixl::metadata::frame f;
     for (;;) {
       auto r = d.next(f);
-      if (r == nixl::md::frame_decoder::result::need_more) break;
-      if (r == nixl::md::frame_decoder::result::error) {
+      if (r == nixl::metadata::frame_decoder::result::need_more) break;
+      if (r == nixl::metadata::frame_decoder::result::error) {
         if (d.error_message().empty() || d.buffered() != 0) std::abort();
         o.failed = true;
         break;
@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         whole.frames[i].payload != split.frames[i].payload)
       std::abort();
     // Re-encoding a decoded frame gives back the bytes it came from.
-    auto again = nixl::md::encode_frame(whole.frames[i].type, whole.frames[i].payload);
+    auto again = nixl::metadata::encode_frame(whole.frames[i].type, whole.frames[i].payload);
     if (in.substr(bytes, again.size()) != again) std::abort();
     bytes += again.size();
   }

@@ -33,7 +33,7 @@ struct fake_agent {
 
   std::string blob() const { return "MD:" + name + ":" + payload; }
 
-  nixl::md::hooks hooks() {
+  nixl::metadata::hooks hooks() {
     return {
         [this] { return blob(); },
         [this](std::span<const std::byte> b) {
@@ -85,8 +85,8 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
 }
 
 /// A config listening on an OS-picked loopback port, with etcd off unless given.
-inline nixl::md::config listening(std::string address = "127.0.0.1") {
-  nixl::md::config c;
+inline nixl::metadata::config listening(std::string address = "127.0.0.1") {
+  nixl::metadata::config c;
   c.listen = true;
   c.listen_address = std::move(address);
   c.listen_port = 0;
@@ -158,8 +158,8 @@ class etcd_server {
 };
 
 /// Config of an exchange that uses the test etcd under a namespace of its own.
-inline nixl::md::config with_etcd(std::string ns, bool listen = false) {
-  nixl::md::config c;
+inline nixl::metadata::config with_etcd(std::string ns, bool listen = false) {
+  nixl::metadata::config c;
   c.listen = listen;
   c.listen_port = 0;
   c.read_env = false;

@@ -1,6 +1,7 @@
-// The agent's metadata calls over the exchange, then data movement with the in-process MEMCPY
-// test backend (and UCX when it is built).
+// An agent driven by a metadata exchange (nixl::metadata::exchange{agent, config}), then data
+// movement with the in-process MEMCPY test backend (and UCX when it is built).
 #include <nixl/agent.hpp>
+#include <nixl/metadata/exchange.hpp>
 
 #include <numeric>
 
@@ -14,7 +15,7 @@
 #endif
 
 using namespace md_test;
-using nixl::metadata_target;
+using metadata_target = nixl::metadata::target;
 using nixl::status;
 using nixl::xfer_op;
 using nixl::test::buffer;
@@ -23,31 +24,46 @@ using nixl::test::test_agent;
 
 namespace {
 
-nixl::agent_config listening_agent() {
-  nixl::agent_config c;
-  c.enable_listen_thread = true;
-  c.listen_port = 0;
-  return c;
+nixl::metadata::config listening_agent() {
+  return listening();
 }
 
-nixl::agent_config etcd_agent(const std::string& ns, bool listen = false) {
-  nixl::agent_config c;
-  c.enable_listen_thread = listen;
-  c.listen_port = 0;
-  c.etcd_endpoints = etcd_server::get().endpoint();
-  c.etcd_namespace = ns;
+nixl::metadata::config etcd_agent(const std::string& ns, bool listen = false) {
+  auto c = with_etcd(ns, listen);
   c.etcd_watch_timeout = std::chrono::seconds(5);
   return c;
 }
 
+nixl::metadata::config quiet_exchange() {
+  nixl::metadata::config c;
+  c.read_env = false;
+  return c;
+}
+
+/// An agent with its exchange (declared after it, so destroyed first).
+template <class Agent>
+struct node {
+  Agent agent;
+  nixl::metadata::exchange x;
+  node(std::string name, nixl::metadata::config cfg, nixl::agent_config acfg = {})
+      : agent(std::move(name), std::move(acfg)), x(agent, std::move(cfg)) {}
+  std::uint16_t port() const noexcept { return x.port(); }
+};
+using test_node = node<test_agent>;
+
 using nixl::test::code_of;
 
-/// One agent of a group with a buffer it registered.
+/// One agent of a group, its exchange and a buffer it registered.
 struct member {
-  std::unique_ptr<test_agent> agent;
+  std::unique_ptr<test_node> n;
+  test_agent* agent;
+  nixl::metadata::exchange* x;
   buffer buf;
-  member(std::string name, nixl::agent_config cfg, std::size_t size)
-      : agent(std::make_unique<test_agent>(std::move(name), std::move(cfg))), buf(size) {
+  member(std::string name, nixl::metadata::config cfg, std::size_t size)
+      : n(std::make_unique<test_node>(std::move(name), std::move(cfg))),
+        agent(&n->agent),
+        x(&n->x),
+        buf(size) {
     agent->create_backend<memcpy_backend>();
     agent->register_memory(buf.reg());
   }
@@ -89,16 +105,14 @@ bool knows_all(std::vector<std::unique_ptr<member>>& ms) {
 }  // namespace
 
 TEST_CASE("agent: listener upgrades none to strict and reports its port", "[metadata][agent]") {
-  test_agent quiet("quiet");
-  CHECK(quiet.sync_mode() == nixl::thread_sync::none);
-  CHECK(quiet.listen_port() == 0);
-  test_agent a("a", listening_agent());
-  CHECK(a.sync_mode() == nixl::thread_sync::strict);
-  CHECK(a.listen_port() != 0);
-  auto rw = listening_agent();
-  rw.sync = nixl::thread_sync::rw;
-  test_agent b("b", rw);
-  CHECK(b.sync_mode() == nixl::thread_sync::rw);
+  test_node quiet("quiet", quiet_exchange());
+  CHECK(quiet.agent.sync_mode() == nixl::thread_sync::none);
+  CHECK(quiet.port() == 0);
+  test_node a("a", listening_agent());
+  CHECK(a.agent.sync_mode() == nixl::thread_sync::strict);
+  CHECK(a.port() != 0);
+  test_node b("b", listening_agent(), {.sync = nixl::thread_sync::rw});
+  CHECK(b.agent.sync_mode() == nixl::thread_sync::rw);
 }
 
 TEST_CASE("agent: two agents exchange metadata both ways over the listener, then move data",
@@ -108,24 +122,26 @@ TEST_CASE("agent: two agents exchange metadata both ways over the listener, then
   ms.push_back(std::make_unique<member>("decode", listening_agent(), 2 * 4096));
   auto& a = *ms[0]->agent;
   auto& b = *ms[1]->agent;
+  auto& ax = *ms[0]->x;
+  auto& bx = *ms[1]->x;
   // a pushes its metadata to b; a pulls b's. Neither waits on the futures: check_remote_metadata
   // is how NIXL code observes completion.
-  (void)a.send_local_metadata(metadata_target::peer("127.0.0.1", b.listen_port()));
-  (void)a.fetch_remote_metadata("decode", metadata_target::peer("127.0.0.1", b.listen_port()));
+  (void)ax.send_local_metadata(metadata_target::peer("127.0.0.1", bx.port()));
+  (void)ax.fetch_remote_metadata("decode", metadata_target::peer("127.0.0.1", bx.port()));
   REQUIRE(eventually([&] { return knows_all(ms); }));
   ring_transfers(ms, 4096);
   auto notifs = b.notifications();
   CHECK(notifs["prefill"] == std::vector<std::string>{"w"});
 
   SECTION("invalidation is observed by the peer") {
-    a.invalidate_local_metadata(metadata_target::peer("127.0.0.1", b.listen_port())).get();
+    ax.invalidate_local_metadata(metadata_target::peer("127.0.0.1", bx.port())).get();
     CHECK_FALSE(b.check_remote_metadata("prefill"));
     nixl::xfer_list<nixl::dram_t> one{{ms[1]->buf.addr(), 8, 0}};
     nixl::xfer_list<nixl::dram_t> other{{ms[0]->buf.addr(), 8, 0}};
     CHECK(code_of([&] { b.create_request(xfer_op::write, one, other, "prefill"); }) ==
           status::not_found);
     // Fetching again brings it back.
-    b.fetch_remote_metadata("prefill", metadata_target::peer("127.0.0.1", a.listen_port())).get();
+    bx.fetch_remote_metadata("prefill", metadata_target::peer("127.0.0.1", ax.port())).get();
     CHECK(b.check_remote_metadata("prefill"));
   }
   SECTION("partial metadata: connection info, then one region") {
@@ -133,13 +149,13 @@ TEST_CASE("agent: two agents exchange metadata both ways over the listener, then
     a.register_memory(extra.reg());
     nixl::xfer_list<nixl::dram_t> probe{{extra.addr(), 512, 0}};
     CHECK_FALSE(b.check_remote_metadata("prefill", probe));
-    a.send_partial_metadata(extra.reg(), false, metadata_target::peer("127.0.0.1", b.listen_port()))
+    ax.send_partial_metadata(extra.reg(), false, metadata_target::peer("127.0.0.1", bx.port()))
         .get();
     CHECK(b.check_remote_metadata("prefill", probe));
   }
   SECTION("a peer names itself wrongly") {
-    auto f = a.fetch_remote_metadata("someone-else",
-                                     metadata_target::peer("127.0.0.1", b.listen_port()));
+    auto f =
+        ax.fetch_remote_metadata("someone-else", metadata_target::peer("127.0.0.1", bx.port()));
     CHECK(code_of([&] { f.get(); }) == status::not_found);
   }
 }
@@ -156,8 +172,7 @@ TEST_CASE("agent: eight agents over listeners", "[metadata][agent]") {
     ts.emplace_back([&, i] {
       for (std::size_t j = 0; j < n; ++j) {
         if (i == j) continue;
-        (void)ms[i]->agent->send_local_metadata(
-            metadata_target::peer("127.0.0.1", ms[j]->agent->listen_port()));
+        (void)ms[i]->x->send_local_metadata(metadata_target::peer("127.0.0.1", ms[j]->x->port()));
       }
     });
   }
@@ -166,23 +181,21 @@ TEST_CASE("agent: eight agents over listeners", "[metadata][agent]") {
   ring_transfers(ms, block);
   // One leaves: everybody it told drops it.
   for (std::size_t j = 1; j < n; ++j)
-    ms[0]
-        ->agent
-        ->invalidate_local_metadata(metadata_target::peer("127.0.0.1", ms[j]->agent->listen_port()))
-        .get();
+    ms[0]->x->invalidate_local_metadata(metadata_target::peer("127.0.0.1", ms[j]->x->port())).get();
   for (std::size_t j = 1; j < n; ++j) CHECK_FALSE(ms[j]->agent->check_remote_metadata("agent-0"));
 }
 
 TEST_CASE("agent: a fetch from a missing peer fails clearly", "[metadata][agent]") {
-  test_agent a("a", listening_agent());
+  test_node n("a", listening_agent());
+  auto& a = n.agent;
   a.create_backend<memcpy_backend>();
   // Our own port, once we are gone, is a port where nobody listens.
   std::uint16_t port = 0;
   {
-    test_agent gone("gone", listening_agent());
-    port = gone.listen_port();
+    test_node gone("gone", listening_agent());
+    port = gone.port();
   }
-  auto f = a.fetch_remote_metadata("gone", metadata_target::peer("127.0.0.1", port));
+  auto f = n.x.fetch_remote_metadata("gone", metadata_target::peer("127.0.0.1", port));
   try {
     f.get();
     FAIL("fetched from nobody");
@@ -192,24 +205,23 @@ TEST_CASE("agent: a fetch from a missing peer fails clearly", "[metadata][agent]
   }
   CHECK_FALSE(a.check_remote_metadata("gone"));
   // No ip and no central store.
-  CHECK(code_of([&] { (void)a.fetch_remote_metadata("gone"); }) == status::invalid_param);
-  CHECK(code_of([&] { (void)a.send_local_metadata(); }) == status::invalid_param);
+  CHECK(code_of([&] { (void)n.x.fetch_remote_metadata("gone"); }) == status::invalid_param);
+  CHECK(code_of([&] { (void)n.x.send_local_metadata(); }) == status::invalid_param);
   CHECK(code_of([&] {
-          (void)a.fetch_remote_metadata("a", metadata_target::peer("127.0.0.1", port));
+          (void)n.x.fetch_remote_metadata("a", metadata_target::peer("127.0.0.1", port));
         }) == status::invalid_param);
 }
 
 TEST_CASE("agent: without a listener, requests run on the caller's thread", "[metadata][agent]") {
-  test_agent quiet("quiet");
-  quiet.create_backend<memcpy_backend>();
-  test_agent server("server", listening_agent());
-  server.create_backend<memcpy_backend>();
-  CHECK(quiet.sync_mode() == nixl::thread_sync::none);
-  quiet.fetch_remote_metadata("server", metadata_target::peer("127.0.0.1", server.listen_port()))
-      .get();
-  CHECK(quiet.check_remote_metadata("server"));
-  quiet.send_local_metadata(metadata_target::peer("127.0.0.1", server.listen_port())).get();
-  CHECK(server.check_remote_metadata("quiet"));
+  test_node quiet("quiet", quiet_exchange());
+  quiet.agent.create_backend<memcpy_backend>();
+  test_node server("server", listening_agent());
+  server.agent.create_backend<memcpy_backend>();
+  CHECK(quiet.agent.sync_mode() == nixl::thread_sync::none);
+  quiet.x.fetch_remote_metadata("server", metadata_target::peer("127.0.0.1", server.port())).get();
+  CHECK(quiet.agent.check_remote_metadata("server"));
+  quiet.x.send_local_metadata(metadata_target::peer("127.0.0.1", server.port())).get();
+  CHECK(server.agent.check_remote_metadata("quiet"));
 }
 
 TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata][agent][etcd]") {
@@ -225,8 +237,8 @@ TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata
   std::vector<std::future<void>> fetches;
   for (auto& a : ms)
     for (auto& b : ms)
-      if (a != b) fetches.push_back(a->agent->fetch_remote_metadata(b->agent->name()));
-  for (auto& a : ms) a->agent->send_local_metadata().get();
+      if (a != b) fetches.push_back(a->x->fetch_remote_metadata(b->agent->name()));
+  for (auto& a : ms) a->x->send_local_metadata().get();
   for (auto& f : fetches) f.get();
   REQUIRE(knows_all(ms));
   ring_transfers(ms, block);
@@ -234,17 +246,17 @@ TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata
   // Partial metadata under a label.
   buffer extra(256);
   ms[0]->agent->register_memory(extra.reg());
-  ms[0]->agent->send_partial_metadata(extra.reg(), false, metadata_target::central("extra")).get();
+  ms[0]->x->send_partial_metadata(extra.reg(), false, metadata_target::central("extra")).get();
   nixl::xfer_list<nixl::dram_t> probe{{extra.addr(), 256, 0}};
   CHECK_FALSE(ms[1]->agent->check_remote_metadata("node-0", probe));
-  ms[1]->agent->fetch_remote_metadata("node-0", metadata_target::central("extra")).get();
+  ms[1]->x->fetch_remote_metadata("node-0", metadata_target::central("extra")).get();
   CHECK(ms[1]->agent->check_remote_metadata("node-0", probe));
   CHECK(code_of([&] {
-          (void)ms[0]->agent->send_partial_metadata(extra.reg(), false, metadata_target::central());
+          (void)ms[0]->x->send_partial_metadata(extra.reg(), false, metadata_target::central());
         }) == status::invalid_param);
 
   // node-0 withdraws: every peer drops it through its watch.
-  ms[0]->agent->invalidate_local_metadata().get();
+  ms[0]->x->invalidate_local_metadata().get();
   for (std::size_t j = 1; j < n; ++j) {
     auto& other = *ms[j]->agent;
     CHECK(eventually([&] { return !other.check_remote_metadata("node-0"); }));
@@ -255,8 +267,8 @@ TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata
   // A missing agent: a bounded wait, then a clear error.
   auto cfg = etcd_agent(ns);
   cfg.etcd_watch_timeout = std::chrono::milliseconds(300);
-  test_agent lonely("lonely", cfg);
-  auto f = lonely.fetch_remote_metadata("nobody");
+  test_node lonely("lonely", cfg);
+  auto f = lonely.x.fetch_remote_metadata("nobody");
   try {
     f.get();
     FAIL("fetched nobody");
@@ -269,16 +281,18 @@ TEST_CASE("agent: two and eight agents find each other through etcd", "[metadata
 #if defined(NIXL_HAS_UCX)
 TEST_CASE("agent: two and eight agents exchange metadata, then move data over UCX",
           "[metadata][agent][ucx]") {
-  using ucx_agent = nixl::agent<nixl::ucx::backend>;
+  using ucx_node = node<nixl::agent<nixl::ucx::backend>>;
   const std::size_t n = GENERATE(std::size_t{2}, std::size_t{8});
   constexpr std::size_t block = 1 << 14;
-  std::vector<std::unique_ptr<ucx_agent>> as;
+  std::vector<std::unique_ptr<ucx_node>> ns;
+  std::vector<nixl::agent<nixl::ucx::backend>*> as;
   std::vector<std::vector<unsigned char>> bufs(n, std::vector<unsigned char>(n * block));
   auto addr = [&](std::size_t i, std::size_t off) {
     return reinterpret_cast<std::uintptr_t>(bufs[i].data()) + off;
   };
   for (std::size_t i = 0; i < n; ++i) {
-    as.push_back(std::make_unique<ucx_agent>("ucx-" + std::to_string(i), listening_agent()));
+    ns.push_back(std::make_unique<ucx_node>("ucx-" + std::to_string(i), listening_agent()));
+    as.push_back(&ns[i]->agent);
     as[i]->create_backend<nixl::ucx::backend>();
     as[i]->register_memory(nixl::reg_list<nixl::dram_t>{{{addr(i, 0), n * block, 0}, ""}});
   }
@@ -286,10 +300,10 @@ TEST_CASE("agent: two and eight agents exchange metadata, then move data over UC
   std::vector<std::future<void>> fs;
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
-      auto at = metadata_target::peer("127.0.0.1", as[j]->listen_port());
+      auto at = metadata_target::peer("127.0.0.1", ns[j]->port());
       if (j <= i) continue;
-      fs.push_back(as[i]->send_local_metadata(at));
-      fs.push_back(as[i]->fetch_remote_metadata(as[j]->name(), at));
+      fs.push_back(ns[i]->x.send_local_metadata(at));
+      fs.push_back(ns[i]->x.fetch_remote_metadata(as[j]->name(), at));
     }
   for (auto& f : fs) f.get();
   for (std::size_t i = 0; i < n; ++i)
@@ -322,9 +336,7 @@ TEST_CASE("agent: two and eight agents exchange metadata, then move data over UC
   }
   // The first one leaves; every peer it tells drops it.
   for (std::size_t j = 1; j < n; ++j)
-    as[0]
-        ->invalidate_local_metadata(metadata_target::peer("127.0.0.1", as[j]->listen_port()))
-        .get();
+    ns[0]->x.invalidate_local_metadata(metadata_target::peer("127.0.0.1", ns[j]->port())).get();
   for (std::size_t j = 1; j < n; ++j) CHECK_FALSE(as[j]->check_remote_metadata("ucx-0"));
 }
 #endif

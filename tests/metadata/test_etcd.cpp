@@ -9,12 +9,12 @@
 #include "nixl_test/catch.hpp"
 
 using namespace md_test;
-using nixl::md::etcd_client;
-using nixl::md::exchange;
+using nixl::metadata::etcd_client;
+using nixl::metadata::exchange;
 
 TEST_CASE("base64 as the gateway encodes it", "[metadata][etcd]") {
-  using nixl::md::base64_decode;
-  using nixl::md::base64_encode;
+  using nixl::metadata::base64_decode;
+  using nixl::metadata::base64_encode;
   CHECK(base64_encode("") == "");
   CHECK(base64_encode("f") == "Zg==");
   CHECK(base64_encode("fo") == "Zm8=");
@@ -31,7 +31,7 @@ TEST_CASE("base64 as the gateway encodes it", "[metadata][etcd]") {
 TEST_CASE("config reads NIXL_ETCD_* and normalises the namespace", "[metadata][etcd]") {
   ::setenv("NIXL_ETCD_ENDPOINTS", "http://127.0.0.1:1", 1);
   ::setenv("NIXL_ETCD_NAMESPACE", "/my/ns//", 1);
-  nixl::md::config c;
+  nixl::metadata::config c;
   auto r = c.resolved();
   CHECK(r.etcd_endpoints == "http://127.0.0.1:1");
   CHECK(r.etcd_namespace == "/my/ns");
@@ -46,7 +46,7 @@ TEST_CASE("config reads NIXL_ETCD_* and normalises the namespace", "[metadata][e
 
 TEST_CASE("operations without a central store are not supported", "[metadata][etcd]") {
   fake_agent a("A");
-  nixl::md::config c;
+  nixl::metadata::config c;
   c.read_env = false;
   exchange x("A", c, a.hooks());
   CHECK_FALSE(x.has_central());

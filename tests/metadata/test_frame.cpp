@@ -4,15 +4,15 @@
 
 #include "nixl_test/catch.hpp"
 
-using nixl::md::frame;
-using nixl::md::frame_decoder;
-using nixl::md::frame_type;
+using nixl::metadata::frame;
+using nixl::metadata::frame_decoder;
+using nixl::metadata::frame_type;
 using result = frame_decoder::result;
 
 TEST_CASE("frames round-trip, whole or byte by byte", "[metadata][frame]") {
-  std::string stream = nixl::md::encode_frame(frame_type::load, "blob-1") +
-                       nixl::md::encode_frame(frame_type::ack, "") +
-                       nixl::md::encode_frame(frame_type::fetch, std::string(100000, 'x'));
+  std::string stream = nixl::metadata::encode_frame(frame_type::load, "blob-1") +
+                       nixl::metadata::encode_frame(frame_type::ack, "") +
+                       nixl::metadata::encode_frame(frame_type::fetch, std::string(100000, 'x'));
   auto check = [](frame_decoder& d) {
     frame f;
     REQUIRE(d.next(f) == result::frame);
@@ -48,7 +48,7 @@ TEST_CASE("frames round-trip, whole or byte by byte", "[metadata][frame]") {
 }
 
 TEST_CASE("the header is little-endian with magic and version", "[metadata][frame]") {
-  auto f = nixl::md::encode_frame(frame_type::invalidate, std::string(0x010203, 'a'));
+  auto f = nixl::metadata::encode_frame(frame_type::invalidate, std::string(0x010203, 'a'));
   REQUIRE(f.size() == 8 + 0x010203);
   CHECK(f[0] == 'N');
   CHECK(f[1] == 'X');
@@ -67,7 +67,7 @@ TEST_CASE("malformed input fails the decoder early and for good", "[metadata][fr
     d.append(std::string_view("G"));
     CHECK(d.next(f) == result::error);
     CHECK(std::string(d.error_message()).find("magic") != std::string::npos);
-    d.append(nixl::md::encode_frame(frame_type::ack, ""));
+    d.append(nixl::metadata::encode_frame(frame_type::ack, ""));
     CHECK(d.next(f) == result::error);  // stays failed
   }
   SECTION("unsupported version") {
@@ -93,7 +93,7 @@ TEST_CASE("malformed input fails the decoder early and for good", "[metadata][fr
   }
   SECTION("a truncated frame is mid-frame, not an error") {
     frame_decoder d;
-    auto whole = nixl::md::encode_frame(frame_type::load, "0123456789");
+    auto whole = nixl::metadata::encode_frame(frame_type::load, "0123456789");
     d.append(std::string_view(whole).substr(0, 12));
     CHECK(d.next(f) == result::need_more);
     CHECK(d.mid_frame());
@@ -102,14 +102,16 @@ TEST_CASE("malformed input fails the decoder early and for good", "[metadata][fr
 }
 
 TEST_CASE("error payloads carry a status", "[metadata][frame]") {
-  auto p = nixl::md::encode_error(nixl::status::not_allowed, "no");
-  auto [s, m] = nixl::md::decode_error(p);
+  auto p = nixl::metadata::encode_error(nixl::status::not_allowed, "no");
+  auto [s, m] = nixl::metadata::decode_error(p);
   CHECK(s == nixl::status::not_allowed);
   CHECK(m == "no");
-  CHECK(nixl::md::decode_error("ab").first == nixl::status::unknown);
+  CHECK(nixl::metadata::decode_error("ab").first == nixl::status::unknown);
   // Non-error values from the wire are not trusted as errors.
-  CHECK(nixl::md::decode_error(std::string("\x00\x00\x00\x00", 4)).first == nixl::status::unknown);
-  CHECK(nixl::md::decode_error(std::string("\x00\x00\x00\x80", 4)).first == nixl::status::unknown);
+  CHECK(nixl::metadata::decode_error(std::string("\x00\x00\x00\x00", 4)).first ==
+        nixl::status::unknown);
+  CHECK(nixl::metadata::decode_error(std::string("\x00\x00\x00\x80", 4)).first ==
+        nixl::status::unknown);
 }
 
 TEST_CASE("random bytes never crash the decoder", "[metadata][frame]") {

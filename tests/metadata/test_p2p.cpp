@@ -12,7 +12,7 @@
 #include "nixl_test/catch.hpp"
 
 using namespace md_test;
-using nixl::md::exchange;
+using nixl::metadata::exchange;
 
 namespace {
 
@@ -183,7 +183,7 @@ TEST_CASE("fetch from a missing or silent peer fails with a clear error", "[meta
 
 TEST_CASE("without threads, requests run on the caller's thread", "[metadata][p2p]") {
   fake_agent a("A"), b("B");
-  nixl::md::config quiet;
+  nixl::metadata::config quiet;
   quiet.read_env = false;
   REQUIRE_FALSE(quiet.runs_threads());
   exchange xa("A", quiet, a.hooks());
@@ -224,7 +224,7 @@ TEST_CASE("1000 malformed frames leave the listener serving", "[metadata][p2p][r
     for (auto& c : s) c = static_cast<char>(rng());
     return s;
   };
-  const std::string good = nixl::md::encode_frame(nixl::md::frame_type::load, a.blob());
+  const std::string good = nixl::metadata::encode_frame(nixl::metadata::frame_type::load, a.blob());
   int sent = 0;
   for (int i = 0; i < 1000; ++i) {
     raw_client c(port);
@@ -249,10 +249,10 @@ TEST_CASE("1000 malformed frames leave the listener serving", "[metadata][p2p][r
         bad = std::string("NX\x01\x2a\x00\x00\x00\x00", 8);
         break;  // unknown type
       case 6:
-        bad = nixl::md::encode_frame(nixl::md::frame_type::ack, "");
+        bad = nixl::metadata::encode_frame(nixl::metadata::frame_type::ack, "");
         break;  // reply as request
       case 7:
-        bad = nixl::md::encode_frame(nixl::md::frame_type::load, "MD-broken");
+        bad = nixl::metadata::encode_frame(nixl::metadata::frame_type::load, "MD-broken");
         break;
     }
     c.write(bad);
@@ -260,16 +260,16 @@ TEST_CASE("1000 malformed frames leave the listener serving", "[metadata][p2p][r
     if (i % 8 == 3) continue;  // hang up mid-frame
     if (i % 8 == 7) {
       // A well-framed but unloadable blob: refused with an error frame, connection kept.
-      nixl::md::frame_decoder d;
+      nixl::metadata::frame_decoder d;
       std::string got;
       char buf[256];
-      nixl::md::frame f;
-      while (d.next(f) != nixl::md::frame_decoder::result::frame) {
+      nixl::metadata::frame f;
+      while (d.next(f) != nixl::metadata::frame_decoder::result::frame) {
         ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         REQUIRE(n > 0);
         d.append(std::string_view(buf, static_cast<std::size_t>(n)));
       }
-      CHECK(f.type == nixl::md::frame_type::error);
+      CHECK(f.type == nixl::metadata::frame_type::error);
       continue;
     }
     // Everything else makes the listener close that connection (it may send an error first).
@@ -345,7 +345,7 @@ TEST_CASE("listener setup errors", "[metadata][p2p]") {
     CHECK(std::string(e.what()).find("bind(127.0.0.1:" + std::to_string(xa.port()) + ")") !=
           std::string::npos);
   }
-  CHECK_THROWS_AS(exchange("B", listening(), nixl::md::hooks{}), nixl::error);
+  CHECK_THROWS_AS(exchange("B", listening(), nixl::metadata::hooks{}), nixl::error);
 }
 
 TEST_CASE("a client that sends requests without reading replies is held back, then dropped",
@@ -358,7 +358,8 @@ TEST_CASE("a client that sends requests without reading replies is held back, th
   exchange xa("A", listening(), a.hooks());
   raw_client flood(xb.port());
   std::string frames;
-  for (int i = 0; i < 1000; ++i) nixl::md::append_frame(frames, nixl::md::frame_type::fetch, "B");
+  for (int i = 0; i < 1000; ++i)
+    nixl::metadata::append_frame(frames, nixl::metadata::frame_type::fetch, "B");
   flood.write(frames);
   std::this_thread::sleep_for(200ms);
   // Replies stop once the client's socket is full: far fewer than 1000 were produced.

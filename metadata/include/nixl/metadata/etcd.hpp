@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace nixl::md {
+namespace nixl::metadata {
 
 /// One key-value pair.
 struct etcd_kv {
@@ -117,4 +117,4 @@ std::string base64_encode(std::string_view in);
 /// Decodes base64; throws nixl::error(invalid_param) on malformed input.
 std::string base64_decode(std::string_view in);
 
-}  // namespace nixl::md
+}  // namespace nixl::metadata

@@ -2,7 +2,16 @@
 /// Metadata exchange of one agent: a peer-to-peer listener speaking a small framed protocol
 /// over TCP, and an optional etcd central store.
 ///
-/// The exchange knows nothing of the agent type: the agent hands it three hooks. Operations are
+/// The exchange is a layer above the core: it drives an agent through the agent's public calls
+/// (local_metadata, local_partial_metadata, load_remote_metadata, invalidate_remote_metadata),
+/// type-erased into `hooks`, and the core includes nothing from here:
+///
+///   nixl::agent<nixl::ucx::backend> a{"A"};
+///   nixl::metadata::exchange x{a, {.listen = true, .listen_port = 0}};
+///   a.create_backend<nixl::ucx::backend>();
+///   x.send_local_metadata(nixl::metadata::target::peer("127.0.0.1", port)).get();
+///
+/// An exchange must be destroyed before its agent (declare it after the agent). Operations are
 /// asynchronous: they validate on the caller's thread, queue the I/O to the exchange's threads
 /// and return a std::future that becomes ready when the operation completed (or holds the
 /// nixl::error that ended it). Errors on the exchange threads are also logged. Callers that do
@@ -24,14 +33,30 @@
 #include <string>
 #include <string_view>
 
+#include <nixl/agent_config.hpp>
+#include <nixl/memory.hpp>
 #include <nixl/metadata/frame.hpp>
 
-namespace nixl::md {
+namespace nixl::metadata {
 
 /// NIXL's default listener port.
 inline constexpr std::uint16_t default_listen_port = 8888;
 /// Label of full metadata in the central store.
 inline constexpr std::string_view full_label = "metadata";
+
+/// Where a metadata call goes: a peer's listener (`ip`, `port`) or, with an empty `ip`, the
+/// central store (etcd) under `label` (empty: "metadata" for full metadata).
+struct target {
+  std::string ip;
+  std::uint16_t port = default_listen_port;
+  std::string label;
+
+  static target peer(std::string ip, std::uint16_t port = default_listen_port) {
+    return {std::move(ip), port, {}};
+  }
+  static target central(std::string label = {}) { return {{}, 0, std::move(label)}; }
+  bool is_peer() const noexcept { return !ip.empty(); }
+};
 
 /// What the exchange needs from its agent. Called from the exchange's own threads (or from the
 /// caller's thread when the exchange runs none).
@@ -42,6 +67,22 @@ struct hooks {
   std::function<std::string(std::span<const std::byte>)> load;
   /// Drops a peer's metadata (the peer asked for it, or its etcd keys went away).
   std::function<void(std::string_view agent)> invalidate;
+  /// Our partial metadata blob (optional: send_partial_metadata throws not_supported without).
+  std::function<std::string(const reg_dlist&, bool include_conn_info, const backend_options&)>
+      partial_metadata;
+
+  /// The hooks of an agent (any `nixl::agent<...>`): its public metadata calls.
+  template <class Agent>
+  static hooks of(Agent& a) {
+    return {
+        [&a] { return a.local_metadata(); },
+        [&a](std::span<const std::byte> b) { return a.load_remote_metadata(b); },
+        [&a](std::string_view remote) { a.invalidate_remote_metadata(remote); },
+        [&a](const reg_dlist& l, bool conn, const backend_options& o) {
+          return a.local_partial_metadata(l, conn, o);
+        },
+    };
+  }
 };
 
 /// Settings of one exchange.
@@ -97,6 +138,12 @@ class exchange {
   /// Starts the listener (if cfg.listen) and the threads. Throws nixl::error when the listener
   /// cannot bind or a hook is missing.
   exchange(std::string agent_name, config cfg, hooks h);
+  /// The exchange of `a`: its hooks are a's public metadata calls. When the exchange runs
+  /// threads, `a`'s `thread_sync::none` becomes `strict` (agent::require_locking). `a` must
+  /// outlive the exchange.
+  template <class Agent>
+  explicit exchange(Agent& a, config cfg = {})
+      : exchange(a.name(), locking(a, std::move(cfg)), hooks::of(a)) {}
   /// Stops the threads (pending operations fail with status::canceled) and revokes our etcd
   /// lease, so our central keys disappear at once. Must not run while the caller holds a lock
   /// that the hooks take.
@@ -132,6 +179,25 @@ class exchange {
   /// Deletes all our keys; watching peers drop us.
   std::future<void> unpublish();
 
+  // Agent-level calls (NIXL's sendLocalMD, fetchRemoteMD, ...). Each validates and serialises
+  // on the caller's thread, then queues the I/O. The future may be dropped and completion
+  // observed with agent::check_remote_metadata, as in NIXL.
+
+  /// Sends full metadata to a peer's listener, or publishes it in the central store under
+  /// "<namespace>/<agent>/metadata".
+  std::future<void> send_local_metadata(const target& t = {});
+  /// Sends partial metadata (see agent::local_partial_metadata) to a peer, or publishes it in
+  /// the central store under `t.label`, which is then required.
+  std::future<void> send_partial_metadata(const reg_dlist& descs, bool include_conn_info,
+                                          const target& t, const backend_options& opt = {});
+  /// Fetches `remote`'s full metadata from its listener, or its `t.label` (default "metadata")
+  /// from the central store, waiting up to etcd_watch_timeout for it to appear and then
+  /// dropping `remote` when its keys go away.
+  std::future<void> fetch_remote_metadata(std::string_view remote, const target& t = {});
+  /// Tells a peer's listener to drop this agent, or deletes this agent's keys from the central
+  /// store (peers that fetched them from there drop it).
+  std::future<void> invalidate_local_metadata(const target& t = {});
+
   /// Listener counters.
   listener_stats stats() const noexcept;
 
@@ -141,7 +207,14 @@ class exchange {
   struct impl;
 
  private:
+  template <class Agent>
+  static config locking(Agent& a, config cfg) {
+    if (cfg.runs_threads()) a.require_locking();
+    return cfg;
+  }
+  void central_or_throw(std::string_view call) const;
+
   std::unique_ptr<impl> impl_;
 };
 
-}  // namespace nixl::md
+}  // namespace nixl::metadata

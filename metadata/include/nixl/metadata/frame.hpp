@@ -21,7 +21,7 @@
 
 #include <nixl/status.hpp>
 
-namespace nixl::md {
+namespace nixl::metadata {
 
 /// Message types. Each request gets exactly one reply on the same connection.
 enum class frame_type : std::uint8_t {
@@ -99,4 +99,4 @@ class frame_decoder {
   std::string error_;
 };
 
-}  // namespace nixl::md
+}  // namespace nixl::metadata

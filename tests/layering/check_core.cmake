@@ -1,0 +1,26 @@
+# cmake -DROOT=<repo>/include/nixl -P check_core.cmake
+# Fails when a core header includes the metadata layer or a backend, or names a NIXL_HAS_ macro.
+file(GLOB_RECURSE headers ${ROOT}/*.hpp ${ROOT}/*.h)
+if(NOT headers)
+  message(FATAL_ERROR "check_core: no headers under ${ROOT}")
+endif()
+set(bad "")
+foreach(f ${headers})
+  file(STRINGS ${f} lines)
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"]nixl/(metadata|backends)/")
+      string(APPEND bad "\n  ${f}:${n}: includes ${CMAKE_MATCH_1}/: ${line}")
+    elseif(line MATCHES "NIXL_HAS_[A-Z_]+")
+      string(APPEND bad "\n  ${f}:${n}: names ${CMAKE_MATCH_0}: ${line}")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH headers count)
+if(bad)
+  message(FATAL_ERROR "the core (include/nixl) must not depend on the metadata layer or a "
+                      "backend; move the code into metadata/ or backends/, or give the agent a "
+                      "public hook:${bad}")
+endif()
+message(STATUS "check_core: ${count} headers, no include of metadata/ or backends/, no NIXL_HAS_")

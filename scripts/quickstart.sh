@@ -7,8 +7,10 @@
 #   scripts/quickstart.sh                       # the sweep
 #   scripts/quickstart.sh --op_type READ        # any nixl-bench option is passed through
 #   NIXL_BUILD_DIR=/tmp/b JOBS=4 scripts/quickstart.sh
+# It first installs what it needs (scripts/install-deps.sh; NIXL_SKIP_DEPS=1 skips that).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+[[ ${NIXL_SKIP_DEPS:-0} == 1 ]] || "$root/scripts/install-deps.sh" >&2
 build=${NIXL_BUILD_DIR:-$root/build/quickstart}
 jobs=${JOBS:-2}
 gen=()

@@ -1,8 +1,10 @@
 """NIXL's high-level Python API (``nixl._api``) over the nixl C++ library.
 
-Names, signatures, defaults and return values are NIXL's. Differences where NIXL is unsafe:
-``get_serialized_descs`` / ``deserialize_descs`` use the library's versioned binary codec instead
-of pickle, and malformed bytes raise ``nixlMismatchError``.
+Names, signatures, defaults, return values, error types and the order of side effects follow
+NIXL's ``nixl._api``; docs/python.md has the method-by-method comparison. Deliberate
+differences: ``get_serialized_descs`` / ``deserialize_descs`` use the library's versioned binary
+codec instead of pickle (malformed bytes raise ``nixlMismatchError``), and the metadata listener
+binds to loopback unless told otherwise.
 
 Torch is never imported: tensors are recognised by their methods (``data_ptr``, ``numel``,
 ``element_size``, ``is_contiguous``) and their ``device``.
@@ -10,6 +12,7 @@ Torch is never imported: tensors are recognised by their methods (``data_ptr``, 
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -20,7 +23,6 @@ from nixl.logging import get_logger
 logger = get_logger(__name__)
 
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
-nixl_thread_sync_t = nixlBind.nixl_thread_sync_t
 nixl_backend_handle = int
 
 _DONE = "DONE"
@@ -28,9 +30,20 @@ _PROC = "PROC"
 _ERR = "ERR"
 
 
+class nixl_thread_sync_t(Enum):
+    """How an agent guards itself against concurrent calls (the binding's values)."""
+
+    NIXL_THREAD_SYNC_NONE = nixlBind.NIXL_THREAD_SYNC_NONE
+    NIXL_THREAD_SYNC_STRICT = nixlBind.NIXL_THREAD_SYNC_STRICT
+    NIXL_THREAD_SYNC_RW = nixlBind.NIXL_THREAD_SYNC_RW
+    # Same value as NONE, so an alias of it (as in NIXL).
+    NIXL_THREAD_SYNC_DEFAULT = nixlBind.NIXL_THREAD_SYNC_DEFAULT
+
+
 class nixl_agent_config:
     """What an agent starts with. Note: the progress thread is on by default, as in NIXL's
-    Python API (the C++ default is off)."""
+    Python API (the C++ default is off). ``sync_mode=None`` means STRICT with a listener and
+    NONE without."""
 
     def __init__(
         self,
@@ -43,7 +56,10 @@ class nixl_agent_config:
         sync_mode: Optional[nixl_thread_sync_t] = None,
     ):
         if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
-            raise TypeError("sync_mode must be a nixl_thread_sync_t (or None)")
+            raise TypeError(
+                "nixl_agent_config: sync_mode must be a nixl_thread_sync_t member or None, not "
+                f"{type(sync_mode).__name__}"
+            )
         self.enable_pthread = enable_prog_thread
         self.enable_listen = enable_listen_thread
         self.port = listen_port
@@ -53,68 +69,84 @@ class nixl_agent_config:
         self.sync_mode = sync_mode
 
 
+# Backend parameter that receives nixl_agent_config.num_threads, per backend (NIXL's mapping).
+_THREADS_PARAM = {
+    "UCX": "num_threads",
+    "OBJ": "num_threads",
+    "LIBFABRIC": "num_threads",
+    "GDS_MT": "thread_count",
+    "UCCL": "num_cpus",
+}
+
+
+def _binding_config(conf: nixl_agent_config) -> "nixlBind.nixlAgentConfig":
+    """The binding's nixlAgentConfig for a Python config, one field per line."""
+    sync = conf.sync_mode
+    if sync is None:
+        sync = (
+            nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT
+            if conf.enable_listen
+            else nixl_thread_sync_t.NIXL_THREAD_SYNC_NONE
+        )
+    c = nixlBind.nixlAgentConfig()
+    c.useProgThread = conf.enable_pthread
+    c.useListenThread = conf.enable_listen
+    c.listenPort = conf.port
+    c.syncMode = sync.value
+    c.pthrDelay = 0
+    c.lthrDelay = 100000
+    c.captureTelemetry = conf.capture_telemetry
+    return c
+
+
 class _handle(int):
-    """An integer handle that releases itself when dropped (best effort)."""
+    """An integer handle owned by one binding agent, released once (explicitly or when
+    dropped). Constructed as in NIXL: ``cls(agent, value)``; ``_handle`` is the raw value."""
 
-    _kind = "handle"
-
-    def __new__(cls, value: int, agent: "nixl_agent" = None):
-        obj = super().__new__(cls, value)
+    def __new__(cls, agent, value: int):
+        obj = super().__new__(cls, int(value))
         obj._agent = agent
         obj._released = False
         return obj
 
-    def __repr__(self):
-        state = "released" if self._released else hex(int(self))
-        return f"<{type(self).__name__} {state}>"
-
     @property
-    def handle(self) -> int:
+    def _handle(self) -> int:
         return int(self)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(0x{int(self):x}, released={self._released})"
+
     def release(self) -> None:
-        if self._released or self._agent is None:
-            return
-        self._release_impl()
-        self._released = True
+        if not self._released:
+            self._release_raw()
+            self._released = True
 
     def __del__(self):
+        if getattr(self, "_released", True):
+            return
         try:
-            self._finalize()
-        except Exception:  # interpreter shutdown, agent already gone
-            pass
+            self.release()
+        except Exception:
+            try:
+                # The binding keeps what it could not release and frees it with the agent.
+                logger.error("%r: release on drop failed; freed with its agent", self)
+            except Exception:
+                pass
 
 
 class nixl_prepped_dlist_handle(_handle):
     """A descriptor list prepared by ``prep_xfer_dlist``."""
 
-    def _release_impl(self):
-        self._agent.agent.releasedDlistH(int(self))
-
-    def _finalize(self):
-        if not self._released and self._agent is not None:
-            self.release()
+    def _release_raw(self) -> None:
+        self._agent.releasedDlistH(int(self))
 
 
 class nixl_xfer_handle(_handle):
-    """A transfer request from ``initialize_xfer`` or ``make_prepped_xfer``."""
+    """A transfer request from ``initialize_xfer`` or ``make_prepped_xfer``. Releasing one in
+    flight cancels it."""
 
-    def _release_impl(self):
-        self._agent.agent.releaseXferReq(int(self))
-
-    def _finalize(self):
-        if self._released or self._agent is None:
-            return
-        try:
-            self.release()
-        except nixlBind.nixlRepostActiveError:
-            # Still in flight and not cancellable: retried when the agent goes away.
-            self._agent._leaked_xfer_handles.append(int(self))
-            self._released = True
-
-
-def _raw(h) -> int:
-    return int(h)
+    def _release_raw(self) -> None:
+        self._agent.releaseXferReq(int(self))
 
 
 def _as_str(name: Union[str, bytes]) -> str:
@@ -152,7 +184,11 @@ def _tensor_desc(t) -> tuple[Optional[tuple[int, int, int]], Optional[str]]:
 
 
 class nixl_agent:
-    """A NIXL agent: registers memory, exchanges metadata and moves data with its backends."""
+    """A NIXL agent: registers memory, exchanges metadata and moves data with its backends.
+
+    ``instantiate_all`` creates every backend this build has; it is ignored (with a warning)
+    when a config is given, as in NIXL.
+    """
 
     def __init__(
         self,
@@ -160,25 +196,43 @@ class nixl_agent:
         nixl_conf: Optional[nixl_agent_config] = None,
         instantiate_all: bool = False,
     ):
+        if nixl_conf is not None and instantiate_all:
+            logger.warning("nixl_agent: instantiate_all is ignored because a config was given")
+            instantiate_all = False
         if nixl_conf is None:
             nixl_conf = nixl_agent_config()
-        if nixl_conf.sync_mode is None:
-            sync = (
-                nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT
-                if nixl_conf.enable_listen
-                else nixl_thread_sync_t.NIXL_THREAD_SYNC_NONE
-            )
-        else:
-            sync = nixl_conf.sync_mode
 
-        self._leaked_xfer_handles: list[int] = []
+        # Looked up on the module at construction time, so that tests can substitute it.
+        self.agent = nixlBind.nixlAgent(agent_name, _binding_config(nixl_conf))
+
         self.name = agent_name
+        self._leaked_xfer_handles: list[int] = []
         self.notifs: dict[str, list[bytes]] = {}
         self.backends: dict[str, int] = {}
         self.backend_mems: dict[str, list[str]] = {}
         self.backend_options: dict[str, dict[str, str]] = {}
+
+        self.plugin_list = self.agent.getAvailPlugins()
+        if len(self.plugin_list) == 0:
+            raise RuntimeError("No plugins available for NIXL, cannot start transfers")
         self.plugin_b_options: dict[str, dict[str, str]] = {}
         self.plugin_mem_types: dict[str, list[str]] = {}
+
+        wanted = list(self.plugin_list) if instantiate_all else nixl_conf.backends
+        for bknd in wanted:
+            if bknd not in self.plugin_list:
+                logger.warning("Skipping backend %s: no such plugin (have %s)", bknd, self.plugin_list)
+                continue
+            init: dict[str, str] = {}
+            if nixl_conf.num_threads > 0 and bknd in _THREADS_PARAM:
+                init[_THREADS_PARAM[bknd]] = str(nixl_conf.num_threads)
+            if not instantiate_all:
+                self.create_backend(bknd, init)  # a backend the caller named: errors propagate
+                continue
+            try:
+                self.create_backend(bknd, init)
+            except RuntimeError as e:  # nixl*Error: this backend cannot start on this machine
+                logger.warning("instantiate_all: backend %s was not created: %s", bknd, e)
 
         self.nixl_mems = {
             "DRAM": nixlBind.DRAM_SEG,
@@ -191,45 +245,6 @@ class nixl_agent:
         }
         self.nixl_ops = {"WRITE": nixlBind.NIXL_WRITE, "READ": nixlBind.NIXL_READ}
 
-        init = nixlBind.nixlAgentConfig(
-            nixl_conf.enable_pthread,
-            nixl_conf.enable_listen,
-            nixl_conf.port,
-            sync,
-            1,
-            0,
-            100000,
-            nixl_conf.capture_telemetry,
-        )
-        # Looked up on the module at construction time, so that tests can substitute it.
-        self.agent = nixlBind.nixlAgent(agent_name, init)
-
-        self.plugin_list = self.agent.getAvailPlugins()
-        if len(self.plugin_list) == 0:
-            raise RuntimeError("No plugins available for NIXL, cannot start transfers")
-        for plugin in self.plugin_list:
-            (params, mems) = self.agent.getPluginParams(plugin)
-            self.plugin_b_options[plugin] = params
-            self.plugin_mem_types[plugin] = mems
-
-        wanted = self.plugin_list if instantiate_all else nixl_conf.backends
-        for bknd in wanted:
-            if bknd not in self.plugin_list:
-                logger.warning("Skipping backend %s: no such plugin (have %s)", bknd, self.plugin_list)
-                continue
-            init_params: dict[str, str] = {}
-            if nixl_conf.num_threads > 0:
-                key = {"GDS_MT": "thread_count", "UCCL": "num_cpus"}.get(bknd, "num_threads")
-                if bknd in ("UCX", "OBJ", "LIBFABRIC", "GDS_MT", "UCCL"):
-                    init_params[key] = str(nixl_conf.num_threads)
-            if instantiate_all:
-                try:
-                    self.create_backend(bknd, init_params)
-                except RuntimeError as e:  # any nixl*Error: this backend cannot start here
-                    logger.warning("Backend %s could not start here: %s", bknd, e)
-            else:
-                self.create_backend(bknd, init_params)
-
         logger.info("Initialized NIXL agent: %s", agent_name)
 
     def __del__(self):
@@ -239,46 +254,63 @@ class nixl_agent:
         for h in getattr(self, "_leaked_xfer_handles", []):
             try:
                 agent.releaseXferReq(h)
-            except Exception:
-                pass
+            except Exception as e:
+                try:
+                    logger.error("Failed to release leaked transfer handle 0x%x: %s", h, e)
+                except Exception:
+                    pass
+        self._leaked_xfer_handles = []
 
     # ---- plugins and backends -------------------------------------------------------------
+
+    def _load_plugin_params(self, plugin: str) -> None:
+        if plugin not in self.plugin_list:
+            return
+        (params, mems) = self.agent.getPluginParams(plugin)
+        self.plugin_b_options[plugin] = params
+        self.plugin_mem_types[plugin] = mems
 
     def get_plugin_list(self) -> list[str]:
         return self.plugin_list
 
     def get_plugin_mem_types(self, backend: str) -> list[str]:
-        if backend in self.plugin_mem_types:
-            return self.plugin_mem_types[backend]
-        logger.warning("Plugin %s is not available", backend)
-        return []
+        if backend not in self.plugin_mem_types:
+            self._load_plugin_params(backend)
+        if backend not in self.plugin_mem_types:
+            logger.warning("Plugin %s is not available to get its supported mem types", backend)
+            return []
+        return self.plugin_mem_types[backend]
 
     def get_plugin_params(self, backend: str) -> dict[str, str]:
-        if backend in self.plugin_b_options:
-            return self.plugin_b_options[backend]
-        logger.warning("Plugin %s is not available", backend)
-        return {}
+        if backend not in self.plugin_b_options:
+            self._load_plugin_params(backend)
+        if backend not in self.plugin_b_options:
+            logger.warning("Plugin %s is not available to get its parameters", backend)
+            return {}
+        return self.plugin_b_options[backend]
 
     def get_backend_mem_types(self, backend: str) -> list[str]:
         if backend in self.backend_mems:
             return self.backend_mems[backend]
-        logger.warning("Backend %s not instantiated", backend)
+        logger.warning("Backend %s not instantiated to get its supported mem types", backend)
         return []
 
     def get_backend_params(self, backend: str) -> dict[str, str]:
         if backend in self.backend_options:
             return self.backend_options[backend]
-        logger.warning("Backend %s not instantiated", backend)
+        logger.warning("Backend %s not instantiated to get its parameters", backend)
         return {}
 
     def create_backend(self, backend: str, initParams: dict[str, str] = {}) -> None:  # noqa: B006
+        """Creates a backend; the parameters reach it unchanged (all values are strings)."""
         self.backends[backend] = self.agent.createBackend(backend, initParams)
         (options, mems) = self.agent.getBackendParams(self.backends[backend])
         self.backend_mems[backend] = mems
         self.backend_options[backend] = options
+        logger.info("Backend %s was instantiated", backend)
 
     def _handles(self, backends: list[str]) -> list[int]:
-        return [self.backends[b] for b in backends]
+        return [self.backends[b] for b in backends]  # KeyError for a name not created, as NIXL
 
     # ---- memory ---------------------------------------------------------------------------
 
@@ -292,13 +324,20 @@ class nixl_agent:
         return reg_descs
 
     def deregister_memory(self, dereg_list, backends: list[str] = []) -> None:  # noqa: B006
-        descs = self.get_reg_descs(dereg_list) if not isinstance(dereg_list, nixlBind.nixlRegDList) else dereg_list
+        """Deregisters what register_memory returned. Memory that a prepared list or a live
+        transfer still uses is refused with nixlNotAllowedError: release those first."""
+        descs = self.get_reg_descs(dereg_list)
         if descs is None:
             raise TypeError("deregister_memory: pass the nixlRegDList register_memory returned")
         self.agent.deregisterMem(descs, self._handles(backends))
 
     def query_memory(self, reg_list, backend: str, mem_type: Optional[str] = None):
         reg_descs = self.get_reg_descs(reg_list, mem_type)
+        if backend not in self.backends:
+            raise ValueError(
+                f"query_memory: backend '{backend}' was not created; created backends: "
+                f"{list(self.backends)}"
+            )
         if reg_descs is None:
             raise TypeError("query_memory: could not make registration descriptors (see log)")
         return self.agent.queryMem(reg_descs, self.backends[backend])
@@ -319,9 +358,15 @@ class nixl_agent:
         if descs is None:
             raise TypeError("prep_xfer_dlist: could not make transfer descriptors (see log)")
         if agent_name == "NIXL_INIT_AGENT":
-            agent_name = ""
+            agent_name = nixlBind.NIXL_INIT_AGENT
         h = self.agent.prepXferDlist(agent_name, descs, self._handles(backends))
-        return nixl_prepped_dlist_handle(h, self)
+        return nixl_prepped_dlist_handle(self.agent, h)
+
+    def estimate_xfer_cost(self, req_handle) -> tuple[int, int, str]:
+        """(duration µs, error margin µs, method name) from the request's backend."""
+        duration, err_margin, method = self.agent.estimateXferCost(int(req_handle))
+        name = "ANALYTICAL_BACKEND" if method == nixlBind.NIXL_COST_ANALYTICAL_BACKEND else "UNKNOWN"
+        return duration, err_margin, name
 
     def make_prepped_xfer(
         self,
@@ -337,15 +382,15 @@ class nixl_agent:
         op = self.nixl_ops[operation]
         h = self.agent.makeXferReq(
             op,
-            _raw(local_xfer_side),
+            int(local_xfer_side),
             local_indices,
-            _raw(remote_xfer_side),
+            int(remote_xfer_side),
             remote_indices,
             notif_msg,
             self._handles(backends),
             skip_desc_merge,
         )
-        return nixl_xfer_handle(h, self)
+        return nixl_xfer_handle(self.agent, h)
 
     def initialize_xfer(
         self,
@@ -360,7 +405,7 @@ class nixl_agent:
         h = self.agent.createXferReq(
             op, local_descs, remote_descs, remote_agent, notif_msg, self._handles(backends)
         )
-        return nixl_xfer_handle(h, self)
+        return nixl_xfer_handle(self.agent, h)
 
     def transfer(self, handle, notif_msg: bytes = b"") -> str:
         # Negative statuses raise in the binding; 0 is NIXL_SUCCESS, 1 NIXL_IN_PROG.
@@ -371,16 +416,11 @@ class nixl_agent:
         status = self.agent._status(handle)
         return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
-    def estimate_xfer_cost(self, handle) -> tuple[int, int, str]:
-        dur, margin, method = self.agent.estimateXferCost(_raw(handle))
-        name = "ANALYTICAL_BACKEND" if method == nixlBind.NIXL_COST_ANALYTICAL_BACKEND else "UNKNOWN"
-        return dur, margin, name
-
     def get_xfer_telemetry(self, handle) -> nixlBind.nixlXferTelemetry:
-        return self.agent.getXferTelemetry(_raw(handle))
+        return self.agent.getXferTelemetry(int(handle))
 
     def query_xfer_backend(self, handle) -> str:
-        bh = self.agent.queryXferBackend(_raw(handle))
+        bh = self.agent.queryXferBackend(int(handle))
         for name, h in self.backends.items():
             if h == bh:
                 return name
@@ -427,7 +467,7 @@ class nixl_agent:
         if not msgs:
             return False
         for i, msg in enumerate(msgs):
-            if (msg.startswith(tag) if tag_is_prefix else tag in msg):
+            if msg.startswith(tag) if tag_is_prefix else tag in msg:
                 del msgs[i]
                 return True
         return False
@@ -435,7 +475,7 @@ class nixl_agent:
     def send_notif(
         self, remote_agent_name: Union[str, bytes], notif_msg: bytes, backend: Optional[str] = None
     ) -> None:
-        handles = [self.backends[backend]] if backend else []
+        handles = [self.backends[backend]] if backend is not None else []
         self.agent.genNotif(remote_agent_name, notif_msg, handles)
 
     # ---- metadata -------------------------------------------------------------------------
@@ -462,6 +502,8 @@ class nixl_agent:
         return self.agent.loadRemoteMD(metadata)
 
     def remove_remote_agent(self, agent: Union[str, bytes]) -> None:
+        """Forgets a peer. A peer already dropped because a backend found it dead is removed
+        quietly; a name never loaded (or removed before) raises nixlNotFoundError, as in NIXL."""
         self.agent.invalidateRemoteMD(agent)
 
     def send_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
@@ -482,24 +524,24 @@ class nixl_agent:
 
     def fetch_remote_metadata(
         self,
-        remote_agent_name: Union[str, bytes],
+        remote_agent: Union[str, bytes],
         ip_addr: str = "",
         port: int = DEFAULT_COMM_PORT,
         label: str = "",
     ) -> None:
-        self.agent.fetchRemoteMD(remote_agent_name, ip_addr, port, label)
+        self.agent.fetchRemoteMD(remote_agent, ip_addr, port, label)
 
     def invalidate_local_metadata(self, ip_addr: str = "", port: int = DEFAULT_COMM_PORT) -> None:
         self.agent.invalidateLocalMD(ip_addr, port)
 
-    def check_remote_metadata(self, remote_agent_name: Union[str, bytes], descs=None) -> bool:
+    def check_remote_metadata(self, agent: Union[str, bytes], descs=None) -> bool:
         if descs is None:
             descs = nixlBind.nixlXferDList(nixlBind.DRAM_SEG)
         else:
             descs = self.get_xfer_descs(descs)
             if descs is None:
-                raise TypeError("check_remote_metadata: could not make transfer descriptors")
-        return self.agent.checkRemoteMD(remote_agent_name, descs) == nixlBind.NIXL_SUCCESS
+                raise TypeError("check_remote_metadata: pass a nixlXferDList")
+        return self.agent.checkRemoteMD(agent, descs) == nixlBind.NIXL_SUCCESS
 
     # Not in NIXL: the port the metadata listener bound (handy with listen_port=0).
     @property
@@ -520,9 +562,10 @@ class nixl_agent:
         if isinstance(descs, cls):
             return descs
         if isinstance(descs, (nixlBind.nixlXferDList, nixlBind.nixlRegDList, nixlBind.nixlRemoteDList)):
-            if not reg and isinstance(descs, nixlBind.nixlRegDList):
-                return descs.trim()
-            logger.error("%s descriptors needed, got %s", what, type(descs).__name__)
+            logger.error(
+                "%s descriptors needed, got a %s%s", what, type(descs).__name__,
+                "; pass reg_list.trim() for transfers" if not reg else "",
+            )
             return None
         if isinstance(descs, np.ndarray):
             if mem_type is None:
@@ -538,7 +581,8 @@ class nixl_agent:
                 logger.error("Cannot use tensor: %s", mem)
                 return None
             return cls(self._mem(mem), [d + ("",)] if reg else [d])
-        if isinstance(descs, list):
+        if isinstance(descs, (list, tuple)):
+            descs = list(descs)
             if len(descs) == 0:
                 if mem_type is None:
                     logger.error("Please specify a mem type for an empty list")
@@ -601,11 +645,11 @@ class nixl_agent:
         """Encodes a descriptor list with the library's codec (not pickle)."""
         return nixlBind._serialize_descs(descs)
 
-    def deserialize_descs(self, serdes: bytes):
+    def deserialize_descs(self, serialized_descs: bytes):
         """Decodes ``get_serialized_descs`` output; raises nixlMismatchError on bad bytes."""
-        if not isinstance(serdes, (bytes, bytearray, memoryview)):
+        if not isinstance(serialized_descs, (bytes, bytearray, memoryview)):
             raise TypeError("deserialize_descs: pass bytes")
-        return nixlBind._deserialize_descs(bytes(serdes))
+        return nixlBind._deserialize_descs(bytes(serialized_descs))
 
 
 __all__ = [
@@ -617,4 +661,3 @@ __all__ = [
     "nixl_thread_sync_t",
     "nixl_xfer_handle",
 ]
-

@@ -246,6 +246,29 @@ struct py_telemetry {
 
 enum class cost_method : std::int32_t { analytical_backend = 0 };
 
+/// NIXL's nixl_mem_t, nixl_xfer_op_t and nixl_status_t are plain C enums, so their Python
+/// values compare equal to ints (`NIXL_SUCCESS == 0`); ours are enum classes, which pybind11
+/// compares strictly. This gives them the plain-enum comparison (hashing is by value already).
+template <class E>
+void compare_with_ints(py::enum_<E>& e) {
+  e.attr("__eq__") = py::cpp_function(
+      [](const py::object& a, const py::object& b) { return !b.is_none() && py::int_(a).equal(b); },
+      py::name("__eq__"), py::is_method(e), py::arg("other"));
+  e.attr("__ne__") = py::cpp_function(
+      [](const py::object& a, const py::object& b) { return b.is_none() || !py::int_(a).equal(b); },
+      py::name("__ne__"), py::is_method(e), py::arg("other"));
+}
+
+/// A backend handle list, or one handle (NIXL's genNotif takes a single one).
+std::vector<std::uintptr_t> handle_list(const py::object& o) {
+  if (PyLong_Check(o.ptr())) return {o.cast<std::uintptr_t>()};
+  try {
+    return o.cast<std::vector<std::uintptr_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error("backends must be a list of backend handles (or one handle)");
+  }
+}
+
 // ---- the agent ----------------------------------------------------------------------------
 
 class py_agent {
@@ -680,25 +703,25 @@ PYBIND11_MODULE(_bindings, m) {
       .value("NIXL_THREAD_SYNC_DEFAULT", nixl::thread_sync::none)
       .export_values();
 
-  py::enum_<mem_kind>(m, "nixl_mem_t")
-      .value("DRAM_SEG", mem_kind::dram)
+  py::enum_<mem_kind> mem_enum(m, "nixl_mem_t");
+  mem_enum.value("DRAM_SEG", mem_kind::dram)
       .value("VRAM_SEG", mem_kind::vram)
       .value("BLK_SEG", mem_kind::block)
       .value("OBJ_SEG", mem_kind::object)
       .value("FILE_SEG", mem_kind::file)
       .export_values();
+  compare_with_ints(mem_enum);
 
-  py::enum_<xfer_op>(m, "nixl_xfer_op_t")
-      .value("NIXL_READ", xfer_op::read)
-      .value("NIXL_WRITE", xfer_op::write)
-      .export_values();
+  py::enum_<xfer_op> op_enum(m, "nixl_xfer_op_t");
+  op_enum.value("NIXL_READ", xfer_op::read).value("NIXL_WRITE", xfer_op::write).export_values();
+  compare_with_ints(op_enum);
 
   py::enum_<cost_method>(m, "nixl_cost_t")
       .value("NIXL_COST_ANALYTICAL_BACKEND", cost_method::analytical_backend)
       .export_values();
 
-  py::enum_<status>(m, "nixl_status_t")
-      .value("NIXL_IN_PROG", status::in_progress)
+  py::enum_<status> status_enum(m, "nixl_status_t");
+  status_enum.value("NIXL_IN_PROG", status::in_progress)
       .value("NIXL_SUCCESS", status::success)
       .value("NIXL_ERR_NOT_POSTED", status::not_posted)
       .value("NIXL_ERR_INVALID_PARAM", status::invalid_param)
@@ -713,6 +736,7 @@ PYBIND11_MODULE(_bindings, m) {
       .value("NIXL_ERR_CANCELED", status::canceled)
       .value("NIXL_ERR_NO_TELEMETRY", status::no_telemetry)
       .export_values();
+  compare_with_ints(status_enum);
 
   // ---- exceptions (RuntimeError subclasses, one per error status) ----
   const std::pair<const char*, int> excs[] = {
@@ -997,8 +1021,12 @@ PYBIND11_MODULE(_bindings, m) {
       .def("releasedDlistH", &py_agent::release_dlist, py::arg("handle"))
       .def("getNotifs", &py_agent::get_notifs, py::arg("notif_map"),
            py::arg("backends") = no_backends)
-      .def("genNotif", &py_agent::gen_notif, py::arg("remote_agent"), py::arg("msg"),
-           py::arg("backends") = no_backends)
+      .def(
+          "genNotif",
+          [](py_agent& a, const std::string& remote, const std::string& msg, const py::object& bs) {
+            a.gen_notif(remote, msg, handle_list(bs));
+          },
+          py::arg("remote_agent"), py::arg("msg"), py::arg("backends") = py::list())
       .def("getLocalMD",
            [](py_agent& a) {
              std::string s;

@@ -35,7 +35,8 @@ def test_import_surface():
 
     assert nixl.nixl_agent is nixl._api.nixl_agent
     assert DEFAULT_COMM_PORT == 8888
-    assert nixl_thread_sync_t is nb.nixl_thread_sync_t
+    assert [m.value for m in nixl_thread_sync_t] == [
+        nb.NIXL_THREAD_SYNC_NONE, nb.NIXL_THREAD_SYNC_STRICT, nb.NIXL_THREAD_SYNC_RW]
     log = nixl.logging.get_logger("nixl.test")
     log.debug("logger works")
     assert "torch" not in nixl._api.__dict__
@@ -93,11 +94,12 @@ def test_plugins_and_backends(unique_name):
 @needs_ucx
 @needs_posix
 def test_instantiate_all_and_num_threads(unique_name):
-    a = nixl_agent(unique_name("all"), nixl_agent_config(num_threads=2), instantiate_all=True)
+    a = nixl_agent(unique_name("all"), instantiate_all=True)
     assert "UCX" in a.backends and "POSIX" in a.backends
-    assert a.get_backend_params("UCX")["num_threads"] == "2"  # passed on as NIXL does
-    assert "num_threads" not in a.get_backend_params("POSIX") or \
-        a.get_backend_params("POSIX")["num_threads"] == a.get_plugin_params("POSIX")["num_threads"]
+    b = nixl_agent(unique_name("thr"), nixl_agent_config(num_threads=2, backends=["UCX", "POSIX"]))
+    assert b.get_backend_params("UCX")["num_threads"] == "2"  # passed on as NIXL does
+    assert "num_threads" not in b.get_backend_params("POSIX") or \
+        b.get_backend_params("POSIX")["num_threads"] == b.get_plugin_params("POSIX")["num_threads"]
 
 
 @needs_ucx
@@ -119,7 +121,8 @@ def test_register_deregister_and_descs(unique_name):
     x = a.get_xfer_descs([d], "DRAM")
     assert isinstance(x, nb.nixlXferDList) and x[0] == d
     assert a.get_xfer_descs(x) is x
-    assert a.get_xfer_descs(reg2)[0] == d  # a registration list trims to transfer descriptors
+    assert a.get_xfer_descs(reg2) is None  # a registration list is refused, as in NIXL
+    assert a.get_reg_descs(x) is None  # and a transfer list for registration
     assert a.get_xfer_descs(np.array([d, d], dtype=np.uint64), "DRAM").descCount() == 2
     assert a.get_xfer_descs([], "VRAM").getType() == nb.VRAM_SEG
     assert a.get_xfer_descs([d], "cpu").getType() == nb.DRAM_SEG

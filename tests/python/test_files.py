@@ -101,7 +101,7 @@ def test_file_bad_input(posix_agent, tmp_path):
     a = posix_agent
     with pytest.raises(nixl.nixlInvalidParamError):
         a.register_memory([(0, 0, 987654, "")], "FILE")  # not an open descriptor
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="POSIX"):
         a.query_memory([(0, 0, 0, "x")], "UCX", "FILE")  # backend not created, as in NIXL
     with pytest.raises(nixl.nixlInvalidParamError):
         a.get_agent_metadata()  # POSIX alone cannot talk to peers

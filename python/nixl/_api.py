@@ -12,12 +12,15 @@ Torch is never imported: tensors are recognised by their methods (``data_ptr``, 
 
 from __future__ import annotations
 
+import functools
+import threading
 from enum import Enum
 from typing import Any, Optional, Union
 
 import numpy as np
 
 from nixl import _bindings as nixlBind
+from nixl import telemetry as _telemetry
 from nixl.logging import get_logger
 
 logger = get_logger(__name__)
@@ -145,8 +148,48 @@ class nixl_xfer_handle(_handle):
     """A transfer request from ``initialize_xfer`` or ``make_prepped_xfer``. Releasing one in
     flight cancels it."""
 
+    def __new__(cls, agent, value: int, operation: str = "WRITE"):
+        obj = super().__new__(cls, agent, value)
+        obj._op = operation
+        obj._posted = False
+        return obj
+
     def _release_raw(self) -> None:
         self._agent.releaseXferReq(int(self))
+
+
+# Telemetry: the event a binding exception counts as, and the methods whose errors are counted.
+_ERROR_EVENTS = {
+    getattr(nixlBind, cls): _telemetry.EVENT_ID["agent_err_" + ev]
+    for cls, ev in (
+        ("nixlNotPostedError", "not_posted"),
+        ("nixlInvalidParamError", "invalid_param"),
+        ("nixlBackendError", "backend"),
+        ("nixlNotFoundError", "not_found"),
+        ("nixlMismatchError", "mismatch"),
+        ("nixlNotAllowedError", "not_allowed"),
+        ("nixlRepostActiveError", "repost_active"),
+        ("nixlUnknownError", "unknown"),
+        ("nixlNotSupportedError", "not_supported"),
+        ("nixlRemoteDisconnectError", "remote_disconnect"),
+        ("nixlCancelledError", "canceled"),
+        ("nixlNoTelemetryError", "no_telemetry"),
+    )
+}
+_COUNTED = (
+    "create_backend", "register_memory", "deregister_memory", "query_memory", "make_connection",
+    "prep_xfer_dlist", "make_prepped_xfer", "initialize_xfer", "transfer", "check_xfer_state",
+    "get_xfer_telemetry", "estimate_xfer_cost", "release_xfer_handle", "release_dlist_handle",
+    "get_new_notifs", "update_notifs", "check_remote_xfer_done", "send_notif",
+    "get_agent_metadata", "get_partial_agent_metadata", "add_remote_agent", "remove_remote_agent",
+    "send_local_metadata", "send_partial_agent_metadata", "fetch_remote_metadata",
+    "invalidate_local_metadata",
+)
+_EV = _telemetry.EVENT_ID
+
+
+def _total_len(descs) -> int:
+    return sum(descs[i][1] for i in range(descs.descCount()))
 
 
 def _as_str(name: Union[str, bytes]) -> str:
@@ -204,6 +247,9 @@ class nixl_agent:
 
         # Looked up on the module at construction time, so that tests can substitute it.
         self.agent = nixlBind.nixlAgent(agent_name, _binding_config(nixl_conf))
+        self._telemetry = _telemetry.writer_for(agent_name, nixl_conf.capture_telemetry)
+        if self._telemetry is not None:
+            self._count_errors()
 
         self.name = agent_name
         self._leaked_xfer_handles: list[int] = []
@@ -248,6 +294,9 @@ class nixl_agent:
         logger.info("Initialized NIXL agent: %s", agent_name)
 
     def __del__(self):
+        tel = getattr(self, "_telemetry", None)
+        if tel is not None:
+            tel.close()
         agent = getattr(self, "agent", None)
         if agent is None:
             return
@@ -321,6 +370,8 @@ class nixl_agent:
         if reg_descs is None:
             raise TypeError("register_memory: could not make registration descriptors (see log)")
         self.agent.registerMem(reg_descs, self._handles(backends))
+        if self._telemetry is not None:
+            self._telemetry.push(_EV["agent_memory_registered"], _total_len(reg_descs))
         return reg_descs
 
     def deregister_memory(self, dereg_list, backends: list[str] = []) -> None:  # noqa: B006
@@ -330,6 +381,8 @@ class nixl_agent:
         if descs is None:
             raise TypeError("deregister_memory: pass the nixlRegDList register_memory returned")
         self.agent.deregisterMem(descs, self._handles(backends))
+        if self._telemetry is not None:
+            self._telemetry.push(_EV["agent_memory_deregistered"], _total_len(descs))
 
     def query_memory(self, reg_list, backend: str, mem_type: Optional[str] = None):
         reg_descs = self.get_reg_descs(reg_list, mem_type)
@@ -390,7 +443,7 @@ class nixl_agent:
             self._handles(backends),
             skip_desc_merge,
         )
-        return nixl_xfer_handle(self.agent, h)
+        return nixl_xfer_handle(self.agent, h, operation)
 
     def initialize_xfer(
         self,
@@ -405,16 +458,63 @@ class nixl_agent:
         h = self.agent.createXferReq(
             op, local_descs, remote_descs, remote_agent, notif_msg, self._handles(backends)
         )
-        return nixl_xfer_handle(self.agent, h)
+        return nixl_xfer_handle(self.agent, h, operation)
 
     def transfer(self, handle, notif_msg: bytes = b"") -> str:
         # Negative statuses raise in the binding; 0 is NIXL_SUCCESS, 1 NIXL_IN_PROG.
         status = self.agent._post(handle, notif_msg)
+        if self._telemetry is not None:
+            if status == 0:
+                self._record_completion(handle)
+            elif status == 1 and isinstance(handle, nixl_xfer_handle):
+                handle._posted = True
         return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
     def check_xfer_state(self, handle) -> str:
         status = self.agent._status(handle)
+        if self._telemetry is not None and status == 0 and getattr(handle, "_posted", False):
+            handle._posted = False
+            self._record_completion(handle)
         return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
+
+    # ---- telemetry ------------------------------------------------------------------------
+
+    def _record_completion(self, handle) -> None:
+        try:
+            t = self.agent.getXferTelemetry(int(handle))
+        except RuntimeError:
+            return
+        tel = self._telemetry
+        rx = getattr(handle, "_op", "WRITE") == "READ"
+        tel.push(_EV["agent_rx_bytes" if rx else "agent_tx_bytes"], t.totalBytes)
+        tel.push(_EV["agent_rx_requests_num" if rx else "agent_tx_requests_num"], 1)
+        tel.push(_EV["agent_xfer_time"], t.xferDuration)
+        tel.push(_EV["agent_xfer_post_time"], t.postDuration)
+
+    def _count_errors(self) -> None:
+        """Wraps the public methods of this agent so that the nixl errors they raise are
+        written as agent_err_* events (once, by the outermost call)."""
+        tel = self._telemetry
+        depth = threading.local()
+
+        def wrap(fn):
+            @functools.wraps(fn)
+            def counted(*args, **kwargs):
+                depth.n = getattr(depth, "n", 0) + 1
+                try:
+                    return fn(*args, **kwargs)
+                except RuntimeError as e:
+                    ev = _ERROR_EVENTS.get(type(e))
+                    if ev is not None and depth.n == 1:
+                        tel.push(ev, 1)
+                    raise
+                finally:
+                    depth.n -= 1
+
+            return counted
+
+        for name in _COUNTED:
+            setattr(self, name, wrap(getattr(self, name)))
 
     def get_xfer_telemetry(self, handle) -> nixlBind.nixlXferTelemetry:
         return self.agent.getXferTelemetry(int(handle))

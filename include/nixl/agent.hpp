@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -253,10 +254,13 @@ requires(sizeof...(Backends) > 0) class agent {
   }
 
   /// Deregisters entries; each must equal a registered range. Per backend, if one is missing
-  /// nothing is deregistered there. Throws `not_found` when an entry was not registered.
+  /// nothing is deregistered there. Throws `not_found` when an entry was not registered, and
+  /// `not_allowed` (deregistering nothing) while a prepared list or a request still points into
+  /// one of them: release those first.
   void deregister_memory(const reg_dlist& list, const backend_options& opt = {}) {
     auto g = lock_.exclusive();
     const mem_kind k = list.kind();
+    refuse_if_in_use(list, opt);
     bool any = false;
     std::optional<std::size_t> missing;
     detail::for_each_type<Backends...>([&]<class B>() {
@@ -382,15 +386,23 @@ requires(sizeof...(Backends) > 0) class agent {
   }
 
   /// Drops what was loaded about `remote`. Requests built against it fail with `not_found`.
-  /// Throws `invalid_param` for the agent's own name, `not_found` for an unknown peer.
+  /// Throws `invalid_param` for the agent's own name, `not_found` for a peer not loaded (or
+  /// dropped already by an earlier call). A peer the agent dropped itself because a backend
+  /// reported it disconnected is removed quietly, once, so that a shutdown loop over every
+  /// peer goes through.
   void invalidate_remote_metadata(std::string_view remote) {
     auto g = lock_.exclusive();
     if (remote == name_)
       raise(status::invalid_param, "invalidate_remote_metadata: '{}' is this agent itself", remote);
     prune();
     auto it = peers_.find(remote);
-    if (it == peers_.end())
+    if (it == peers_.end()) {
+      if (auto d = dropped_.find(remote); d != dropped_.end()) {
+        dropped_.erase(d);
+        return;
+      }
       raise(status::not_found, "invalidate_remote_metadata: no metadata loaded for '{}'", remote);
+    }
     it->second->token.valid.store(false, std::memory_order_release);
     peers_.erase(it);
   }
@@ -432,37 +444,43 @@ requires(sizeof...(Backends) > 0) class agent {
     return out;
   }
 
-  /// Connects eagerly to a loaded peer on every backend that can. Throws `not_found` when the
-  /// peer is not loaded.
-  void make_connection(std::string_view remote) {
+  /// Connects eagerly to a loaded peer on every backend that can (or those named in `opt`).
+  /// Throws `not_found` when the peer is not loaded, `backend` when no backend (of those named)
+  /// has its connection info.
+  void make_connection(std::string_view remote, const backend_options& opt = {}) {
     auto g = lock_.exclusive();
     auto st = find_peer(remote, "make_connection");
+    bool any = false;
     detail::for_each_type<Backends...>([&]<class B>() {
-      if constexpr (connecting_backend<B>) {
-        auto& ps = std::get<peer_slot<B>>(st->slots);
-        if (ps.peer) slot<B>().engine->connect(*ps.peer);
-      }
+      auto& ps = std::get<peer_slot<B>>(st->slots);
+      if (!ps.peer || !detail::selected<B>(opt.backends)) return;
+      any = true;
+      if constexpr (connecting_backend<B>) slot<B>().engine->connect(*ps.peer);
     });
+    if (!any)
+      raise(status::backend,
+            "make_connection: no backend{} of agent '{}' has connection info for '{}'",
+            opt.backends.empty() ? "" : " among those named", name_, remote);
   }
 
   // ----- notifications ----------------------------------------------------------------------
 
-  /// Appends notifications that arrived, per sender agent. Throws `backend` when no created
-  /// backend delivers notifications.
-  void notifications(notif_map& out) {
+  /// Appends notifications that arrived, per sender agent, from every backend (or those named
+  /// in `opt`). Throws `backend` when no created backend (of those named) delivers them.
+  void notifications(notif_map& out, const backend_options& opt = {}) {
     auto g = lock_.exclusive();
     bool any = false;
     detail::for_each_type<Backends...>([&]<class B>() {
       if constexpr (notifying_backend<B>) {
-        if (auto& s = slot<B>(); s.engine) {
+        if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends)) {
           any = true;
           s.engine->take_notifications(out);
         }
       }
     });
     if (!any)
-      raise(status::backend, "notifications: no created backend of agent '{}' delivers them",
-            name_);
+      raise(status::backend, "notifications: no created backend{} of agent '{}' delivers them",
+            opt.backends.empty() ? "" : " among those named", name_);
   }
   /// Returns the notifications that arrived (a convenience over the appending form).
   notif_map notifications() {
@@ -506,11 +524,13 @@ requires(sizeof...(Backends) > 0) class agent {
     p.count_ = list.size();
     std::size_t worst = list.size();
     bool any = false;
+    detail::region_pins pins;
     if (p.local_) {
       detail::for_each_type<Backends...>([&]<class B>() {
         auto& s = slot<B>();
         if (!s.engine || !detail::selected<B>(opt.backends)) return;
-        auto v = detail::bind_all(s.regions[static_cast<std::size_t>(list.kind())], list, worst);
+        auto v =
+            detail::bind_all(s.regions[static_cast<std::size_t>(list.kind())], list, worst, pins);
         if (v) {
           std::get<typename prepared::template local_vec<B>>(p.local_descs_) = std::move(v);
           any = true;
@@ -521,7 +541,8 @@ requires(sizeof...(Backends) > 0) class agent {
       detail::for_each_type<Backends...>([&]<class B>() {
         auto& ps = std::get<peer_slot<B>>(p.peer_->slots);
         if (!ps.peer || !detail::selected<B>(opt.backends)) return;
-        auto v = detail::bind_all(ps.regions[static_cast<std::size_t>(list.kind())], list, worst);
+        auto v =
+            detail::bind_all(ps.regions[static_cast<std::size_t>(list.kind())], list, worst, pins);
         if (v) {
           std::get<typename prepared::template remote_vec<B>>(p.remote_descs_) = std::move(v);
           any = true;
@@ -529,6 +550,7 @@ requires(sizeof...(Backends) > 0) class agent {
       });
     }
     if (!any) uncovered_error("prepare_list", list, worst, remote);
+    p.pins_ = detail::pinned(std::move(pins));
     return p;
   }
   prepared prepare_list(const xfer_dlist& list, const backend_options& opt = {}) {
@@ -590,14 +612,16 @@ requires(sizeof...(Backends) > 0) class agent {
     std::optional<xfer_request> out;
     std::size_t worst_l = local.size(), worst_r = remote.size();
     for_candidates(local.kind(), remote.kind(), *st, opt.backends, [&]<class B>() {
+      detail::region_pins pins;
       auto l = detail::bind_all(slot<B>().regions[static_cast<std::size_t>(local.kind())], local,
-                                worst_l);
+                                worst_l, pins);
       if (!l) return false;
       auto& ps = std::get<peer_slot<B>>(st->slots);
-      auto r =
-          detail::bind_all(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r);
+      auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(remote.kind())], remote,
+                                worst_r, pins);
       if (!r) return false;
-      out.emplace(finish<B>(op, std::move(*l), std::move(*r), st, opt));
+      out.emplace(
+          finish<B>(op, std::move(*l), std::move(*r), st, opt, detail::pinned(std::move(pins))));
       return true;
     });
     if (!out) {
@@ -621,13 +645,15 @@ requires(sizeof...(Backends) > 0) class agent {
     auto st = find_peer(remote_agent, "create_request");
     require_usable<B>(*st);
     std::size_t worst = local.size();
-    auto l = detail::bind_all(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst);
+    detail::region_pins pins;
+    auto l =
+        detail::bind_all(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst, pins);
     if (!l) uncovered_error("create_request", local, worst, {});
     worst = remote.size();
     auto& ps = std::get<peer_slot<B>>(st->slots);
-    auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(R::value)], remote, worst);
+    auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(R::value)], remote, worst, pins);
     if (!r) uncovered_error("create_request", remote, worst, remote_agent);
-    return finish<B>(op, std::move(*l), std::move(*r), st, opt);
+    return finish<B>(op, std::move(*l), std::move(*r), st, opt, detail::pinned(std::move(pins)));
   }
 
   /// The backend's estimate of a request's duration, when it offers one.
@@ -709,6 +735,31 @@ requires(sizeof...(Backends) > 0) class agent {
     }
   }
 
+  /// Throws `not_allowed` when a selected backend's region for an entry (or its loopback view)
+  /// is still used by a prepared list or a request.
+  void refuse_if_in_use(const reg_dlist& list, const backend_options& opt) {
+    const auto k = static_cast<std::size_t>(list.kind());
+    detail::for_each_type<Backends...>([&]<class B>() {
+      auto& s = slot<B>();
+      if (!s.engine || !detail::selected<B>(opt.backends)) return;
+      const detail::region_index<typename B::remote_region>* self = nullptr;
+      if constexpr (loopback_backend<B>) {
+        if (auto it = peers_.find(name_); it != peers_.end())
+          self = &std::get<peer_slot<B>>(it->second->slots).regions[k];
+      }
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto* e = s.regions[k].find_exact(list[i]);
+        const auto* v = self != nullptr ? self->find_exact(list[i]) : nullptr;
+        if ((e != nullptr && e->in_use()) || (v != nullptr && v->in_use()))
+          raise(status::not_allowed,
+                "deregister_memory: entry {} (addr {:#x}, len {}, dev {}) of agent '{}' is still "
+                "used by a prepared list or a transfer request ({}); release them first "
+                "(release_dlist_handle / release_xfer_handle), then deregister",
+                i, list[i].addr, list[i].len, list[i].dev, name_, B::name);
+      }
+    });
+  }
+
   template <class B>
   void remove_region(mem_kind k, const desc& d) noexcept {
     auto& s = slot<B>();
@@ -723,13 +774,17 @@ requires(sizeof...(Backends) > 0) class agent {
     if (auto r = s.regions[static_cast<std::size_t>(k)].erase(d)) s.engine->deregister_region(*r);
   }
 
-  /// Drops peers that a backend reported dead.
+  /// Drops peers that a backend reported dead, remembering their names so that removing one
+  /// afterwards succeeds (see invalidate_remote_metadata).
   void prune() {
     for (auto it = peers_.begin(); it != peers_.end();) {
-      if (!it->second->token.valid.load(std::memory_order_acquire))
+      if (!it->second->token.valid.load(std::memory_order_acquire)) {
+        if (it->second->token.disconnected.load(std::memory_order_acquire))
+          dropped_.insert(it->first);
         it = peers_.erase(it);
-      else
+      } else {
         ++it;
+      }
     }
   }
 
@@ -856,16 +911,18 @@ requires(sizeof...(Backends) > 0) class agent {
       l.push_back(a);
       r.push_back(b);
     }
-    return finish<B>(op, std::move(l), std::move(r), remote.peer_, opt);
+    return finish<B>(op, std::move(l), std::move(r), remote.peer_, opt, local.pins_, remote.pins_);
   }
 
   /// Merges neighbours contiguous on both sides, then lets the backend prepare.
   template <class B>
   request<B> finish(xfer_op op, std::vector<bound_desc<typename B::region>> l,
                     std::vector<bound_desc<typename B::remote_region>> r,
-                    const std::shared_ptr<peer_state>& st, const xfer_options& opt) {
+                    const std::shared_ptr<peer_state>& st, const xfer_options& opt,
+                    std::shared_ptr<const void> pins, std::shared_ptr<const void> more_pins = {}) {
     std::size_t total = 0;
     for (const auto& d : l) total += d.len;
+    const std::size_t passed = l.size();  // telemetry counts what the caller passed, as NIXL
     if (!opt.skip_merge) detail::merge_contiguous(l, r);
     request<B> req;
     auto& ps = std::get<peer_slot<B>>(st->slots);
@@ -877,7 +934,10 @@ requires(sizeof...(Backends) > 0) class agent {
     req.op_ = op;
     req.telemetry_on_ = telemetry_;
     req.telem_.total_bytes = total;
-    req.telem_.desc_count = l.size();
+    req.telem_.desc_count = passed;
+    req.backend_descs_ = l.size();
+    req.pins_ = std::move(pins);
+    req.more_pins_ = std::move(more_pins);
     req.notif_.reserve(opt.notif_capacity);
     if (opt.notif) {
       req.has_notif_ = true;
@@ -986,7 +1046,10 @@ requires(sizeof...(Backends) > 0) class agent {
       for (auto u = undo.rbegin(); u != undo.rend(); ++u) (*u)();
       throw;
     }
-    if (fresh) peers_.emplace(md.agent, std::move(st));
+    if (fresh) {
+      if (auto d = dropped_.find(md.agent); d != dropped_.end()) dropped_.erase(d);
+      peers_.emplace(md.agent, std::move(st));
+    }
     log::info("agent '{}': loaded metadata of '{}'", name_, md.agent);
     return md.agent;
   }
@@ -998,6 +1061,7 @@ requires(sizeof...(Backends) > 0) class agent {
   std::uint64_t generation_ = 0;
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
+  std::set<std::string, std::less<>> dropped_;  ///< peers pruned as disconnected, not removed yet
 };
 
 }  // namespace nixl

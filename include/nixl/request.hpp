@@ -104,6 +104,8 @@ class request {
     if (s == nixl::status::repost_active) return s;
     engine_ = nullptr;
     peer_.reset();
+    pins_.reset();
+    more_pins_.reset();
     return nixl::status::success;
   }
 
@@ -127,8 +129,9 @@ class request {
   xfer_op op() const noexcept { return op_; }
   /// Name of the backend that moves this request.
   static constexpr std::string_view backend_name() noexcept { return B::name; }
-  /// Descriptors handed to the backend (after merging).
-  std::size_t descriptor_count() const noexcept { return telem_.desc_count; }
+  /// Descriptors handed to the backend (after merging). Telemetry's `desc_count` is what the
+  /// caller passed.
+  std::size_t descriptor_count() const noexcept { return backend_descs_; }
   std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
   /// The backend that moves this request, and its per-request state.
   B& engine() const noexcept { return *engine_; }
@@ -155,6 +158,8 @@ class request {
     engine_ = std::exchange(o.engine_, nullptr);
     lock_ = o.lock_;
     peer_ = std::move(o.peer_);
+    pins_ = std::move(o.pins_);
+    more_pins_ = std::move(o.more_pins_);
     std::destroy_at(&state_);
     std::construct_at(&state_, std::move(o.state_));
     status_ = std::exchange(o.status_, nixl::status::not_posted);
@@ -163,11 +168,16 @@ class request {
     notif_ = std::move(o.notif_);
     telemetry_on_ = o.telemetry_on_;
     telem_ = o.telem_;
+    backend_descs_ = o.backend_descs_;
   }
 
   B* engine_ = nullptr;
   const detail::agent_lock* lock_ = nullptr;
   std::shared_ptr<detail::peer_token> peer_;
+  /// Keep the registrations this request points into from being deregistered (see
+  /// agent::deregister_memory); released with the request.
+  std::shared_ptr<const void> pins_;
+  std::shared_ptr<const void> more_pins_;
   typename B::request state_{};
   nixl::status status_ = nixl::status::not_posted;
   xfer_op op_ = xfer_op::write;
@@ -175,6 +185,7 @@ class request {
   bool telemetry_on_ = false;
   std::string notif_;
   xfer_telemetry telem_{};
+  std::size_t backend_descs_ = 0;
 };
 
 }  // namespace nixl

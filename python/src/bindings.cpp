@@ -571,11 +571,11 @@ class py_agent {
 
   // -- notifications --
   py::dict get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
-    (void)options(bs);  // validates the handles; notifications come from every backend
+    auto o = options(bs);
     notif_map m;
     {
       py::gil_scoped_release rel;
-      agent_->notifications(m);
+      agent_->notifications(m, o);
     }
     for (auto& [k, v] : m) {
       auto key = py::reinterpret_steal<py::object>(
@@ -994,9 +994,9 @@ PYBIND11_MODULE(_bindings, m) {
       .def(
           "makeConnection",
           [](py_agent& a, const std::string& remote, const bl& bs) {
-            (void)a.options(bs);
+            auto o = a.options(bs);
             py::gil_scoped_release rel;
-            a.get().make_connection(remote);
+            a.get().make_connection(remote, o);
           },
           py::arg("remote_agent"), py::arg("backends") = no_backends)
       .def("prepXferDlist", &py_agent::prep_dlist, py::arg("agent_name"), py::arg("descs"),

@@ -517,3 +517,49 @@ def test_file_round_trip_with_query_memory(unique_name, tmp_path):
         agent.deregister_memory(dram)
     finally:
         os.close(fd)
+
+
+# ---- deregistration of memory in use ---------------------------------------------------------
+
+@needs_ucx
+def test_deregister_then_release(unique_name):
+    a = nixl_agent(unique_name("dr1"))
+    src = np.arange(8192, dtype=np.uint8)
+    dst = np.zeros(8192, dtype=np.uint8)
+    reg = a.register_memory([(src.ctypes.data, 8192, 0, ""), (dst.ctypes.data, 8192, 0, "")],
+                            "DRAM")
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, 8192, 0)], "DRAM"),
+                          a.get_xfer_descs([(dst.ctypes.data, 8192, 0)], "DRAM"), a.name)
+    with pytest.raises(nb.nixlNotAllowedError, match="release"):
+        a.deregister_memory(reg)
+    a.transfer(h)  # refused deregistration changed nothing
+    assert wait_done(a, h) == "DONE" and np.array_equal(src, dst)
+    h.release()
+    a.deregister_memory(reg)
+    with pytest.raises(nb.nixlNotFoundError):
+        a.deregister_memory(reg)
+
+
+@needs_ucx
+def test_release_then_deregister(unique_name):
+    a = nixl_agent(unique_name("dr2"))
+    src = np.arange(8192, dtype=np.uint8)
+    dst = np.zeros(8192, dtype=np.uint8)
+    reg = a.register_memory([(src.ctypes.data, 8192, 0, ""), (dst.ctypes.data, 8192, 0, "")],
+                            "DRAM")
+    local = a.prep_xfer_dlist("NIXL_INIT_AGENT", [(src.ctypes.data, 4096, 0),
+                                                  (src.ctypes.data + 4096, 4096, 0)], "DRAM")
+    remote = a.prep_xfer_dlist(a.name, [(dst.ctypes.data, 4096, 0),
+                                        (dst.ctypes.data + 4096, 4096, 0)], "DRAM")
+    h = a.make_prepped_xfer("WRITE", local, [0, 1], remote, [1, 0])
+    a.transfer(h)
+    assert wait_done(a, h) == "DONE"
+    h.release()
+    with pytest.raises(nb.nixlNotAllowedError):
+        a.deregister_memory(reg)  # the prepared lists still point into it
+    local.release()
+    del remote  # dropped: released by the garbage collector
+    import gc
+
+    gc.collect()
+    a.deregister_memory(reg)

@@ -57,6 +57,8 @@ def test_write_file_then_read_back(posix_agent, tmp_path):
         assert wait_done(a, p) == "DONE"
         assert np.array_equal(back, src)
         p.release()
+        local.release()
+        remote.release()
 
         # POSIX delivers no notifications
         with pytest.raises(nixl.nixlBackendError):

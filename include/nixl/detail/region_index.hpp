@@ -13,6 +13,17 @@
 
 namespace nixl::detail {
 
+/// What prepared lists and requests hold of the regions they point into: one token per region.
+/// A region whose token has other owners than its index is in use.
+using region_pin = std::shared_ptr<const void>;
+using region_pins = std::vector<region_pin>;
+
+/// Sorts and deduplicates pins (a list usually points into few regions).
+inline void compact_pins(region_pins& p) {
+  std::sort(p.begin(), p.end(), std::owner_less<>{});
+  p.erase(std::unique(p.begin(), p.end()), p.end());
+}
+
 /// Regions of one (kind, backend) pair, sorted by (dev, addr, len). Region objects live at
 /// stable addresses so that resolved descriptors may point at them.
 template <class Region>
@@ -24,6 +35,10 @@ class region_index {
     std::string pub;   ///< public data (what peers get for a local region, what a peer sent for a
                        ///< remote one)
     std::unique_ptr<Region> region;
+    region_pin pin = std::make_shared<char>();  ///< copied by the lists and requests using it
+
+    /// True while a prepared list or a request points into this region.
+    bool in_use() const noexcept { return pin.use_count() > 1; }
   };
 
   explicit region_index(mem_kind kind = mem_kind::dram) : kind_(kind) {}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,26 +44,36 @@ std::size_t first_uncovered(const region_index<Region>& idx, const xfer_dlist& l
   return list.size();
 }
 
-/// Resolves every descriptor, or returns nothing and lowers `worst` to the first miss.
+/// Resolves every descriptor, or returns nothing and lowers `worst` to the first miss. Adds the
+/// pins of the regions used to `pins` (consecutive repeats once).
 template <class Region>
 std::optional<std::vector<bound_desc<Region>>> bind_all(const region_index<Region>& idx,
-                                                        const xfer_dlist& list,
-                                                        std::size_t& worst) {
+                                                        const xfer_dlist& list, std::size_t& worst,
+                                                        region_pins& pins) {
   if (list.empty() || idx.empty()) {
     worst = 0;
     return std::nullopt;
   }
   std::vector<bound_desc<Region>> out(list.size());
+  const std::size_t first_pin = pins.size();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto* e = idx.find_covering(list[i]);
     if (e == nullptr) {
       worst = std::min(worst, i);
+      pins.resize(first_pin);
       return std::nullopt;
     }
     static_cast<desc&>(out[i]) = list[i];
     out[i].region = e->region.get();
+    if (pins.size() == first_pin || pins.back() != e->pin) pins.push_back(e->pin);
   }
   return out;
+}
+
+/// The pins of a request or list, deduplicated, behind one shared pointer.
+inline std::shared_ptr<const region_pins> pinned(region_pins&& p) {
+  compact_pins(p);
+  return std::make_shared<const region_pins>(std::move(p));
 }
 
 /// Checks that two lists pair one to one (same count, same lengths); throws invalid_param.

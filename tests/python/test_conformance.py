@@ -521,13 +521,17 @@ def test_file_round_trip_with_query_memory(unique_name, tmp_path):
 
 # ---- deregistration of memory in use ---------------------------------------------------------
 
+def _two_registered_buffers(agent, n=8192):
+    src = np.arange(n, dtype=np.uint8)
+    dst = np.zeros(n, dtype=np.uint8)
+    reg = agent.register_memory([(src.ctypes.data, n, 0, ""), (dst.ctypes.data, n, 0, "")], "DRAM")
+    return src, dst, reg
+
+
 @needs_ucx
 def test_deregister_then_release(unique_name):
     a = nixl_agent(unique_name("dr1"))
-    src = np.arange(8192, dtype=np.uint8)
-    dst = np.zeros(8192, dtype=np.uint8)
-    reg = a.register_memory([(src.ctypes.data, 8192, 0, ""), (dst.ctypes.data, 8192, 0, "")],
-                            "DRAM")
+    src, dst, reg = _two_registered_buffers(a)
     h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, 8192, 0)], "DRAM"),
                           a.get_xfer_descs([(dst.ctypes.data, 8192, 0)], "DRAM"), a.name)
     with pytest.raises(nb.nixlNotAllowedError, match="release"):
@@ -543,10 +547,7 @@ def test_deregister_then_release(unique_name):
 @needs_ucx
 def test_release_then_deregister(unique_name):
     a = nixl_agent(unique_name("dr2"))
-    src = np.arange(8192, dtype=np.uint8)
-    dst = np.zeros(8192, dtype=np.uint8)
-    reg = a.register_memory([(src.ctypes.data, 8192, 0, ""), (dst.ctypes.data, 8192, 0, "")],
-                            "DRAM")
+    src, dst, reg = _two_registered_buffers(a)
     local = a.prep_xfer_dlist("NIXL_INIT_AGENT", [(src.ctypes.data, 4096, 0),
                                                   (src.ctypes.data + 4096, 4096, 0)], "DRAM")
     remote = a.prep_xfer_dlist(a.name, [(dst.ctypes.data, 4096, 0),

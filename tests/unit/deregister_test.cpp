@@ -27,14 +27,19 @@ std::string message_of(const std::function<void()>& f) {
   return {};
 }
 
+/// Registers `src` with the initiator and `dst` with the target, and exchanges metadata.
+void register_both(pair_fixture<>& f, const buffer& src, const buffer& dst) {
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.exchange();
+}
+
 }  // namespace
 
 TEST_CASE("deregister-then-release: memory a request uses is refused until it is released") {
   pair_fixture<> f;
   buffer src(1024), dst(1024);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.exchange();
+  register_both(f, src, dst);
   auto& engine = f.a.get_backend<memcpy_backend>();
   auto req = f.a.create_request(xfer_op::write, src.blocks(4, 256), dst.blocks(4, 256), "target");
   CHECK(code_of([&] { f.a.deregister_memory(src.reg()); }) == status::not_allowed);
@@ -55,9 +60,7 @@ TEST_CASE("deregister-then-release: memory a request uses is refused until it is
 TEST_CASE("release-then-deregister: a released request and list leave nothing pinned") {
   pair_fixture<> f;
   buffer src(1024), dst(1024);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.exchange();
+  register_both(f, src, dst);
   {
     auto lp = f.a.prepare_list(src.blocks(4, 256));
     auto rp = f.a.prepare_list("target", dst.blocks(4, 256));
@@ -75,9 +78,7 @@ TEST_CASE("release-then-deregister: a released request and list leave nothing pi
 TEST_CASE("a request made from prepared lists pins after the lists are gone") {
   pair_fixture<> f;
   buffer src(512), dst(512);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.exchange();
+  register_both(f, src, dst);
   std::vector<int> idx{0};
   std::optional<typename test_agent::xfer_request> req;
   {

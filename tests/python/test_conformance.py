@@ -564,3 +564,21 @@ def test_release_then_deregister(unique_name):
 
     gc.collect()
     a.deregister_memory(reg)
+
+
+@needs_ucx
+def test_listener_binds_loopback_by_default(unique_name):
+    a = nixl_agent(unique_name("lo"), nixl_agent_config(enable_listen_thread=True, listen_port=0))
+    port = a.listen_port
+    assert port > 0
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, p = local.rsplit(":", 1)
+                if int(p, 16) == port and state == "0A":  # LISTEN
+                    listening.append(addr)
+    assert listening == ["0100007F"]  # 127.0.0.1 only (NIXL: every interface)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from enum import Enum
 from typing import Any, Optional, Union
 
@@ -496,13 +497,14 @@ class nixl_agent:
         written as agent_err_* events (once, by the outermost call)."""
         tel = self._telemetry
         depth = threading.local()
+        me = weakref.ref(self)  # no cycle through the instance: the agent still dies on `del`
 
         def wrap(fn):
             @functools.wraps(fn)
             def counted(*args, **kwargs):
                 depth.n = getattr(depth, "n", 0) + 1
                 try:
-                    return fn(*args, **kwargs)
+                    return fn(me(), *args, **kwargs)
                 except RuntimeError as e:
                     ev = _ERROR_EVENTS.get(type(e))
                     if ev is not None and depth.n == 1:
@@ -514,7 +516,7 @@ class nixl_agent:
             return counted
 
         for name in _COUNTED:
-            setattr(self, name, wrap(getattr(self, name)))
+            setattr(self, name, wrap(getattr(type(self), name)))
 
     def get_xfer_telemetry(self, handle) -> nixlBind.nixlXferTelemetry:
         return self.agent.getXferTelemetry(int(handle))

@@ -100,3 +100,16 @@ def test_agent_writes_events_a_reader_process_sees(monkeypatch, tmp_path, unique
     again = subprocess.run([sys.executable, "-m", "nixl.telemetry", str(tmp_path)],
                            capture_output=True, text=True, env=env, timeout=60)
     assert again.returncode == 0 and again.stdout == ""
+
+
+@needs_ucx
+def test_agent_with_telemetry_dies_on_del(monkeypatch, tmp_path, unique_name):
+    import weakref
+
+    monkeypatch.setenv("NIXL_TELEMETRY_DIR", str(tmp_path))
+    monkeypatch.setenv("NIXL_TELEMETRY_ENABLE", "y")
+    a = nixl_agent(unique_name("del"))
+    assert a._telemetry is not None
+    ref = weakref.ref(a)
+    del a  # no reference cycle: gone without the garbage collector
+    assert ref() is None

@@ -1,7 +1,8 @@
 """nixl: NIXL's Python API over the nixl C++ library.
 
 The layout is NIXL's: ``nixl._api`` (the high-level agent users call), ``nixl._bindings`` (the
-extension module under it), ``nixl._utils`` (test helpers) and ``nixl.logging``.
+extension module under it), ``nixl._utils`` (test helpers) and ``nixl.logging``; and
+``nixl.telemetry`` (the agent telemetry ring and its reader, ``python3 -m nixl.telemetry``).
 """
 
 from nixl import _bindings  # noqa: F401

@@ -1,0 +1,296 @@
+"""Multi-host test bed: sandbox hosts (sandbox.sh) and the agent programs that run in them.
+
+Every agent runs inside a sandbox host: `node(...)` starts mh_node.py (NIXL's Python API) or
+nixl_mh_node (the C++ API) there; both speak the line protocol of README.md. This process only
+starts them, pipes commands and reads answers; it never touches the sandbox network.
+
+Environment (set by CMake/ctest): NIXL_MH_NODE (C++ node executable), PYTHONPATH (the built
+nixl package); optional NIXL_MH_KINDS ("cpp,py" by default) restricts the node kinds.
+"""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SANDBOX = os.path.join(HERE, "sandbox.sh")
+PY_NODE = os.path.join(HERE, "mh_node.py")
+CPP_NODE = os.environ.get("NIXL_MH_NODE", "")
+ETCD = os.environ.get("ETCD_BIN") or "/usr/bin/etcd"
+
+
+def _python_nodes_available():
+    try:
+        import numpy  # noqa: F401
+
+        import nixl  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def node_kinds():
+    """The node implementations this build can run: 'cpp' (C++ API) and 'py' (Python API)."""
+    wanted = os.environ.get("NIXL_MH_KINDS", "cpp,py").split(",")
+    kinds = []
+    if "cpp" in wanted and CPP_NODE and os.access(CPP_NODE, os.X_OK):
+        kinds.append("cpp")
+    if "py" in wanted and _python_nodes_available():
+        kinds.append("py")
+    return kinds
+
+
+class NodeError(AssertionError):
+    pass
+
+
+class Node:
+    """One agent process inside a sandbox host."""
+
+    def __init__(self, sandbox, host, kind, name, size=1 << 20, listen=False, port=0,
+                 listen_address=None, secret=None, env=None, expect_ready=True):
+        self.sb, self.host, self.kind, self.name = sandbox, host, kind, name
+        argv = [sys.executable, PY_NODE] if kind == "py" else [CPP_NODE]
+        argv += [name, "--size", str(size), "--port", str(port)]
+        if listen:
+            argv.append("--listen")
+        if listen_address is not None:
+            argv += ["--listen-address", listen_address]
+        if secret is not None:
+            argv += ["--secret", secret]
+        e = dict(os.environ)
+        e.update(env or {})
+        self.log_path = os.path.join(sandbox.dir, f"{name}-{len(sandbox.nodes)}.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [SANDBOX, "exec", sandbox.dir, str(host)] + argv,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=e,
+        )
+        self.buf = b""
+        sandbox.nodes.append(self)
+        self.port = self.addr = None
+        self.first = self.read_line(60)
+        if expect_ready:
+            words = self.first.split()
+            if not words or words[0] != "READY":
+                raise NodeError(f"{name} on host {host} did not start: {self.first!r}; "
+                                f"log: {self.stderr()}")
+            self.port, self.addr = int(words[1]), int(words[2])
+
+    def stderr(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def read_line(self, timeout):
+        """The next protocol line; UCX's own log lines (it logs to stdout) go to the log."""
+        while True:
+            line = self._read_line(timeout)
+            if not line.startswith("["):
+                return line
+            self.log.write(line.encode() + b"\n")
+            self.log.flush()
+
+    def _read_line(self, timeout):
+        end = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise NodeError(f"{self.name}: no answer within {timeout} s; log: {self.stderr()}")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise NodeError(f"{self.name}: exited (rc {self.proc.poll()}); "
+                                    f"log: {self.stderr()}")
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+    def send(self, line):
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+
+    def cmd(self, line, timeout=90):
+        self.send(line)
+        return self.read_line(timeout)
+
+    def ok(self, line, timeout=90):
+        r = self.cmd(line, timeout)
+        if not r.startswith("OK"):
+            raise NodeError(f"{self.name} on host {self.host}: '{line}' -> {r}")
+        return r.split()[1:]
+
+    def global_pid(self):
+        """The agent process as this namespace sees it (the child of nsenter)."""
+        p = self.proc.pid
+        for _ in range(200):
+            try:
+                with open(f"/proc/{p}/task/{p}/children") as f:
+                    kids = f.read().split()
+                if kids:
+                    return int(kids[0])
+            except OSError:
+                pass
+            time.sleep(0.01)
+        raise NodeError(f"{self.name}: cannot find its process")
+
+    def kill(self):
+        """SIGKILL of the agent process; returns time.monotonic() of the kill."""
+        pid = self.global_pid()
+        t = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        return t
+
+    def quit(self, timeout=30):
+        if self.proc.poll() is None:
+            try:
+                self.send("QUIT")
+                self.proc.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.global_pid(), signal.SIGKILL)
+            except (OSError, NodeError):
+                pass
+            try:
+                self.proc.kill()
+                self.proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.log.close()
+
+
+class Sandbox:
+    """N sandbox hosts; torn down by close() (also called by the watchdog on timeout)."""
+
+    def __init__(self, n, tmp, env=None):
+        self.dir = os.path.join(tmp, "sandbox")
+        self.n = n
+        self.nodes = []
+        self.extra = []
+        self.closed = False
+        r = subprocess.run([SANDBOX, "up", self.dir, str(n)], capture_output=True, text=True,
+                           env=dict(os.environ, SANDBOX_OWNER=str(os.getpid()), **(env or {})))
+        if r.returncode == 77:
+            pytest.skip(f"multi-host sandbox unavailable: {r.stderr.strip()}")
+        if r.returncode != 0:
+            subprocess.run([SANDBOX, "down", self.dir])
+            raise RuntimeError(f"sandbox.sh up failed: {r.stderr}")
+        self.addrs = r.stdout.split()
+
+    def addr(self, i):
+        return self.addrs[i]
+
+    def node(self, host, kind, name, **kw):
+        return Node(self, host, kind, name, **kw)
+
+    def start(self, host, argv, log_name):
+        """A helper process (etcd, iperf3) inside a host."""
+        log = open(os.path.join(self.dir, log_name), "wb")
+        p = subprocess.Popen([SANDBOX, "exec", self.dir, str(host)] + argv,
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.extra.append((p, log))
+        return p
+
+    def run(self, host, argv, timeout=60):
+        return subprocess.run([SANDBOX, "exec", self.dir, str(host)] + argv,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def destroy(self, host):
+        """Kills every process of a host and removes its namespaces; returns the time of it."""
+        t = time.monotonic()
+        subprocess.run([SANDBOX, "destroy", self.dir, str(host)], check=True)
+        return t
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for n in self.nodes:
+            n.close()
+        for p, log in self.extra:
+            if p.poll() is None:
+                p.kill()
+        subprocess.run([SANDBOX, "down", self.dir])
+        for p, log in self.extra:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            log.close()
+
+    def start_etcd(self, host, port=2379):
+        """A real etcd on `host`, reachable from the other hosts; returns its client URL."""
+        if not os.access(ETCD, os.X_OK):
+            pytest.skip("etcd not found; install etcd-server (Debian) or set ETCD_BIN")
+        a = self.addr(host)
+        url = f"http://{a}:{port}"
+        data = os.path.join(self.dir, f"etcd-{host}")
+        self.start(host, [ETCD, "--name", "mh", "--data-dir", data,
+                          "--listen-client-urls", url, "--advertise-client-urls", url,
+                          "--listen-peer-urls", "http://127.0.0.1:2380",
+                          "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+                          "--initial-cluster", "mh=http://127.0.0.1:2380",
+                          "--log-level", "error"], f"etcd-{host}.log")
+        probe = ("exec 3<>/dev/tcp/{a}/{p} && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 "
+                 "&& cat <&3").format(a=a, p=port)
+        for _ in range(200):
+            r = self.run(host, ["bash", "-c", probe], timeout=10)
+            if '"health":"true"' in r.stdout:
+                return url
+            time.sleep(0.05)
+        raise RuntimeError("etcd did not come up in the sandbox")
+
+
+@pytest.fixture
+def sandbox(request, tmp_path):
+    """make(n, env=None) -> Sandbox with n hosts (env: sandbox.sh settings); everything is torn down after the test, also when it
+    fails or overruns its time (NIXL_MH_TEST_TIMEOUT seconds, default 120)."""
+    made = []
+    limit = float(os.environ.get("NIXL_MH_TEST_TIMEOUT", "120"))
+    fired = []
+
+    def watchdog():
+        fired.append(True)
+        for s in made:
+            s.close()
+
+    timer = threading.Timer(limit, watchdog)
+    timer.daemon = True
+    timer.start()
+
+    def make(n, env=None):
+        s = Sandbox(n, tempfile.mkdtemp(dir=tmp_path), env)
+        made.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        timer.cancel()
+        for s in made:
+            s.close()
+    if fired:
+        pytest.fail(f"test overran {limit} s; the sandbox was torn down")
+
+
+def pytest_generate_tests(metafunc):
+    if "kind" in metafunc.fixturenames:
+        kinds = node_kinds()
+        metafunc.parametrize("kind", kinds or [pytest.param("none", marks=pytest.mark.skip(
+            reason="no node program built (NIXL_MH_NODE unset and no nixl Python module)"))])

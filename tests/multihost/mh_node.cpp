@@ -1,0 +1,319 @@
+// One agent of a multi-host test, written against the C++ API (the Python twin is mh_node.py;
+// both speak the line protocol of README.md in this folder).
+//
+//   nixl_mh_node NAME --size BYTES [--listen] [--port P] [--listen-address A]
+//
+// Prints "READY <listen port> <buffer address>", then answers one line per command on stdin.
+#include <nixl/agent.hpp>
+#include <nixl/backends/ucx.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using agent_t = nixl::agent<nixl::ucx::backend>;
+using clock_t_ = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::uint8_t pattern(std::uint64_t seed, std::uint64_t i) {
+  return static_cast<std::uint8_t>((i * 7 + seed * 13) % 251);
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_t_::now().time_since_epoch())
+      .count();
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+struct node {
+  std::unique_ptr<agent_t> a;
+  std::vector<std::uint8_t> buf;
+  nixl::notif_map notifs;
+  std::thread loop_thread;
+  std::atomic<bool> loop_done{false}, stop_loop{false};
+  std::atomic<std::size_t> loop_count{0};
+  std::string loop_result;
+  std::map<std::string, agent_t::xfer_request> reqs;
+
+  std::uintptr_t addr() { return reinterpret_cast<std::uintptr_t>(buf.data()); }
+
+  bool wait_md(const std::string& name, bool present, int ms) {
+    const auto end = clock_t_::now() + std::chrono::milliseconds(ms);
+    while (clock_t_::now() < end) {
+      if (a->check_remote_metadata(name) == present) return true;
+      std::this_thread::sleep_for(2ms);
+    }
+    return false;
+  }
+
+  nixl::xfer_dlist descs(std::uintptr_t base, std::size_t size, std::size_t n) {
+    nixl::xfer_dlist l(nixl::mem_kind::dram);
+    for (std::size_t k = 0; k < n; ++k) l.push_back({base + k * size, size, 0});
+    return l;
+  }
+
+  std::string check(std::uint64_t seed, std::size_t off, std::size_t n) {
+    if (off + n > buf.size()) return "ERR range outside the buffer";
+    for (std::size_t i = off; i < off + n; ++i)
+      if (buf[i] != pattern(seed, i)) return "ERR mismatch at " + std::to_string(i);
+    return "OK";
+  }
+
+  std::string xfer(const std::string& op, const std::string& peer, std::uintptr_t raddr,
+                   std::size_t size, std::size_t n, const std::string& notif) {
+    nixl::xfer_options o;
+    if (!notif.empty()) o.notif = notif;
+    const auto t0 = clock_t_::now();
+    auto r = a->create_request(op == "READ" ? nixl::xfer_op::read : nixl::xfer_op::write,
+                               descs(addr(), size, n), descs(raddr, size, n), peer, o);
+    auto s = r.post();
+    while (s == nixl::status::in_progress) {
+      if (clock_t_::now() - t0 > 60s) return "ERR timeout";
+      s = r.status();
+    }
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(clock_t_::now() - t0).count();
+    return "OK " + std::string(nixl::to_string(s)) + " " + std::to_string(us);
+  }
+
+  void loop(nixl::xfer_op op, std::string peer, std::uintptr_t raddr, std::size_t size) {
+    std::size_t count = 0;
+    loop_count = 0;
+    nixl::status s = nixl::status::success;
+    try {
+      auto r = a->create_request(op, descs(addr(), size, 1), descs(raddr, size, 1), peer);
+      while (!stop_loop.load()) {
+        s = r.post();
+        while (s == nixl::status::in_progress) s = r.status();
+        if (s != nixl::status::success) break;
+        loop_count = ++count;
+      }
+      loop_result = "OK " + std::string(nixl::to_string(s)) + " " + std::to_string(now_ns()) + " " +
+                    std::to_string(count);
+    } catch (const std::exception& e) {
+      loop_result = "OK EXCEPTION:" + one_line(e.what()) + " " + std::to_string(now_ns()) + " " +
+                    std::to_string(count);
+    }
+    loop_done.store(true);
+  }
+
+  std::string handle(std::istringstream& in, const std::string& c) {
+    if (c == "FILL") {
+      std::uint64_t seed;
+      in >> seed;
+      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(seed, i);
+      return "OK";
+    }
+    if (c == "ZERO") {
+      std::fill(buf.begin(), buf.end(), 0);
+      return "OK";
+    }
+    if (c == "CHECK") {
+      std::uint64_t seed;
+      std::size_t off, n;
+      in >> seed >> off >> n;
+      return check(seed, off, n);
+    }
+    if (c == "FETCH") {
+      std::string name, ip;
+      int port;
+      in >> name >> ip >> port;
+      int ms = 10000;
+      if (!(in >> ms)) ms = 10000;
+      a->fetch_remote_metadata(name, nixl::metadata_target::peer(ip, port)).get();
+      return wait_md(name, true, ms) ? "OK" : "ERR not loaded";
+    }
+    if (c == "SEND" || c == "INVAL") {
+      std::string ip;
+      int port;
+      in >> ip >> port;
+      const auto t = nixl::metadata_target::peer(ip, port);
+      (c == "SEND" ? a->send_local_metadata(t) : a->invalidate_local_metadata(t)).get();
+      return "OK";
+    }
+    if (c == "ETCD_SEND") {
+      a->send_local_metadata().get();
+      return "OK";
+    }
+    if (c == "ETCD_INVAL") {
+      a->invalidate_local_metadata().get();
+      return "OK";
+    }
+    if (c == "ETCD_FETCH") {
+      std::string name;
+      in >> name;
+      a->fetch_remote_metadata(name).get();
+      return wait_md(name, true, 10000) ? "OK" : "ERR not loaded";
+    }
+    if (c == "WAITMD") {
+      std::string name, state;
+      int ms;
+      in >> name >> state >> ms;
+      return wait_md(name, state == "present", ms) ? "OK" : "ERR timeout";
+    }
+    if (c == "HASMD") {
+      std::string name;
+      in >> name;
+      return a->check_remote_metadata(name) ? "OK yes" : "OK no";
+    }
+    if (c == "XFER") {
+      std::string op, peer, notif;
+      std::uintptr_t raddr;
+      std::size_t size, n;
+      in >> op >> peer >> raddr >> size >> n >> notif;
+      return xfer(op, peer, raddr, size, n, notif);
+    }
+    if (c == "LOOP") {
+      std::string op, peer;
+      std::uintptr_t raddr;
+      std::size_t size;
+      in >> op >> peer >> raddr >> size;
+      if (loop_thread.joinable()) loop_thread.join();
+      loop_done = false;
+      stop_loop = false;
+      loop_thread = std::thread([this, op, peer, raddr, size] {
+        loop(op == "READ" ? nixl::xfer_op::read : nixl::xfer_op::write, peer, raddr, size);
+      });
+      return "OK";
+    }
+    if (c == "MKREQ") {  // a request kept for later posts
+      std::string id, op, peer;
+      std::uintptr_t raddr;
+      std::size_t size, n;
+      in >> id >> op >> peer >> raddr >> size >> n;
+      reqs.erase(id);
+      reqs.emplace(id, a->create_request(op == "READ" ? nixl::xfer_op::read : nixl::xfer_op::write,
+                                         descs(addr(), size, n), descs(raddr, size, n), peer));
+      return "OK";
+    }
+    if (c == "POSTREQ") {
+      std::string id;
+      in >> id;
+      auto it = reqs.find(id);
+      if (it == reqs.end()) return "ERR no request " + id;
+      auto s = it->second.post();
+      const auto end = clock_t_::now() + 60s;
+      while (s == nixl::status::in_progress && clock_t_::now() < end) s = it->second.status();
+      return "OK " + std::string(nixl::to_string(s));
+    }
+    if (c == "RELREQ") {
+      std::string id;
+      in >> id;
+      reqs.erase(id);
+      return "OK";
+    }
+    if (c == "LOOPCOUNT") return "OK " + std::to_string(loop_count.load());
+    if (c == "LOOPRESULT") {
+      int ms;
+      in >> ms;
+      const auto end = clock_t_::now() + std::chrono::milliseconds(ms);
+      while (!loop_done.load() && clock_t_::now() < end) std::this_thread::sleep_for(1ms);
+      if (!loop_done.load()) {
+        stop_loop = true;
+        loop_thread.join();
+        return "ERR still running";
+      }
+      loop_thread.join();
+      return loop_result;
+    }
+    if (c == "NOTIFCHECK") {
+      std::string peer, msg;
+      std::uint64_t seed;
+      std::size_t off, n;
+      int ms;
+      in >> peer >> msg >> seed >> off >> n >> ms;
+      const auto end = clock_t_::now() + std::chrono::milliseconds(ms);
+      for (;;) {
+        a->notifications(notifs);
+        auto& got = notifs[peer];
+        if (auto it = std::find(got.begin(), got.end(), msg); it != got.end()) {
+          got.erase(it);
+          break;
+        }
+        if (clock_t_::now() > end) return "ERR no notification";
+        std::this_thread::sleep_for(1ms);
+      }
+      return check(seed, off, n);
+    }
+    return "ERR unknown command " + c;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s NAME [--size B] [--listen] [--port P] ...\n", argv[0]);
+    return 2;
+  }
+  const std::string name = argv[1];
+  std::size_t size = 1 << 20;
+  nixl::agent_config cfg;
+  cfg.enable_prog_thread = true;
+  cfg.listen_port = 0;
+  for (int i = 2; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (k == "--size")
+      size = std::stoull(next());
+    else if (k == "--listen")
+      cfg.enable_listen_thread = true;
+    else if (k == "--port")
+      cfg.listen_port = static_cast<std::uint16_t>(std::stoi(next()));
+    else if (k == "--listen-address")
+      cfg.listen_address = next();
+  }
+  node n;
+  try {
+    n.a = std::make_unique<agent_t>(name, cfg);
+    n.a->create_backend<nixl::ucx::backend>();
+    n.buf.assign(size, 0);
+    nixl::reg_dlist r(nixl::mem_kind::dram);
+    r.push_back({{n.addr(), size, 0}, ""});
+    n.a->register_memory(r);
+  } catch (const std::exception& e) {
+    std::cout << "FAILED " << one_line(e.what()) << std::endl;
+    return 1;
+  }
+  std::cout << "READY " << n.a->listen_port() << " " << n.addr() << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string c;
+    if (!(in >> c)) continue;
+    if (c == "QUIT") break;
+    std::string out;
+    try {
+      out = n.handle(in, c);
+    } catch (const std::exception& e) {
+      out = "ERR " + one_line(e.what());
+    }
+    std::cout << out << std::endl;
+  }
+  if (n.loop_thread.joinable()) {
+    n.stop_loop = true;
+    n.loop_thread.join();
+  }
+  n.reqs.clear();
+  std::cout << "BYE" << std::endl;
+  return 0;
+}

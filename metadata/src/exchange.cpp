@@ -19,6 +19,9 @@ namespace nixl::metadata {
 config config::resolved() const {
   config c = *this;
   if (c.read_env) {
+    if (c.listen_address.empty()) {
+      if (const char* a = std::getenv("NIXL_LISTEN_ADDRESS")) c.listen_address = a;
+    }
     if (c.etcd_endpoints.empty()) {
       if (const char* e = std::getenv("NIXL_ETCD_ENDPOINTS")) c.etcd_endpoints = e;
     }
@@ -26,6 +29,8 @@ config config::resolved() const {
       if (const char* n = std::getenv("NIXL_ETCD_NAMESPACE")) c.etcd_namespace = n;
     }
   }
+  if (c.listen_address.empty()) c.listen_address = std::string(default_listen_address);
+  detail::check_listen_address(c.listen_address);
   while (!c.etcd_namespace.empty() && c.etcd_namespace.back() == '/') c.etcd_namespace.pop_back();
   if (c.etcd_namespace.empty()) c.etcd_namespace = "/nixl/agents";
   return c;

@@ -61,6 +61,19 @@ endpoint resolve(std::string_view host, std::uint16_t port, std::string_view cal
   return ep;
 }
 
+void check_listen_address(std::string_view address) {
+  std::string_view a = address;
+  if (a.size() >= 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  const std::string s(a);
+  in6_addr buf{};
+  if (::inet_pton(AF_INET, s.c_str(), &buf) == 1 || ::inet_pton(AF_INET6, s.c_str(), &buf) == 1)
+    return;
+  nixl::raise(status::invalid_param,
+              "metadata listener: listen_address '{}' is not a numeric IPv4 or IPv6 address; use "
+              "an address of this host (e.g. 10.0.0.5), 127.0.0.1 (the default), 0.0.0.0 or ::",
+              address);
+}
+
 unique_fd listen_on(const endpoint& ep, int backlog) {
   unique_fd fd(::socket(ep.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) {
@@ -69,8 +82,10 @@ unique_fd listen_on(const endpoint& ep, int backlog) {
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (ep.addr.ss_family == AF_INET6) {
-    // "::1" means IPv6 only; a dual-stack bind would need "::" explicitly.
-    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    // "::" is every address, IPv4 ones included (dual stack); any other IPv6 address is itself.
+    const auto& a6 = reinterpret_cast<const sockaddr_in6&>(ep.addr).sin6_addr;
+    int v6only = IN6_IS_ADDR_UNSPECIFIED(&a6) ? 0 : 1;
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
   }
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&ep.addr), ep.len) != 0) {
     int e = errno;

@@ -50,6 +50,9 @@ endpoint resolve(std::string_view host, std::uint16_t port, std::string_view cal
 /// "ip:port" of a socket address.
 std::string to_string(const sockaddr_storage& a);
 
+/// Throws nixl::error(invalid_param) unless `address` is a numeric IPv4 or IPv6 address.
+void check_listen_address(std::string_view address);
+
 /// Creates a non-blocking listening socket bound to `ep`. Throws nixl::error.
 unique_fd listen_on(const endpoint& ep, int backlog);
 

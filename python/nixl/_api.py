@@ -58,7 +58,10 @@ class nixl_agent_config:
         num_threads: int = 0,
         backends: list[str] = ["UCX"],  # noqa: B006 (NIXL's signature)
         sync_mode: Optional[nixl_thread_sync_t] = None,
+        listen_address: Optional[str] = None,
     ):
+        # listen_address (not in NIXL): the address the metadata listener binds; None means
+        # NIXL_LISTEN_ADDRESS if set, else 127.0.0.1. "0.0.0.0" / "::" bind every address.
         if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
             raise TypeError(
                 "nixl_agent_config: sync_mode must be a nixl_thread_sync_t member or None, not "
@@ -71,6 +74,7 @@ class nixl_agent_config:
         self.num_threads = num_threads
         self.backends = list(backends)
         self.sync_mode = sync_mode
+        self.listen_address = listen_address
 
 
 # Backend parameter that receives nixl_agent_config.num_threads, per backend (NIXL's mapping).
@@ -100,6 +104,7 @@ def _binding_config(conf: nixl_agent_config) -> "nixlBind.nixlAgentConfig":
     c.pthrDelay = 0
     c.lthrDelay = 100000
     c.captureTelemetry = conf.capture_telemetry
+    c.listenAddress = getattr(conf, "listen_address", None) or ""
     return c
 
 

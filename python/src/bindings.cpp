@@ -234,6 +234,7 @@ struct py_config {
   std::uint64_t pthrDelay = 0;
   std::uint64_t lthrDelay = 100000;  ///< accepted for NIXL's API; the listener does not poll
   std::uint64_t etcdWatchTimeout = 5000000;
+  std::string listenAddress;  ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
 };
 
 struct py_telemetry {
@@ -289,6 +290,7 @@ class py_agent {
     metadata::config mc;
     mc.listen = c.useListenThread;
     mc.listen_port = static_cast<std::uint16_t>(c.listenPort);
+    mc.listen_address = c.listenAddress;
     mc.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
     exchange_ = std::make_unique<metadata::exchange>(*agent_, std::move(mc));
 #else
@@ -967,7 +969,8 @@ PYBIND11_MODULE(_bindings, m) {
       .def_readwrite("captureTelemetry", &py_config::captureTelemetry)
       .def_readwrite("pthrDelay", &py_config::pthrDelay)
       .def_readwrite("lthrDelay", &py_config::lthrDelay)
-      .def_readwrite("etcdWatchTimeout", &py_config::etcdWatchTimeout);
+      .def_readwrite("etcdWatchTimeout", &py_config::etcdWatchTimeout)
+      .def_readwrite("listenAddress", &py_config::listenAddress);
 
   py::class_<py_telemetry>(m, "nixlXferTelemetry")
       .def_readonly("startTime", &py_telemetry::startTime)

@@ -3,6 +3,8 @@
 #include <nixl/backends/ucx.hpp>
 
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -18,8 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -33,6 +37,8 @@ namespace {
 constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
 constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
 constexpr std::uint8_t wire_version = 1;
+// Connection info carries the IPC and network namespaces since version 2.
+constexpr std::uint8_t conn_version = 2;
 constexpr std::size_t max_workers = 64;
 constexpr std::size_t max_address_size = 64 * 1024;
 constexpr std::size_t max_rkey_size = 64 * 1024;
@@ -87,9 +93,48 @@ std::uint64_t process_start_time(std::uint32_t pid) {
   return 0;
 }
 
-std::uint64_t pid_namespace() {
+// Inode of one of this process's namespaces ("pid", "ipc", "net"); 0 when unreadable.
+std::uint64_t namespace_id(const char* which) {
   struct stat st {};
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+  return ::stat(fmt::format("/proc/self/ns/{}", which).c_str(), &st) == 0
+             ? static_cast<std::uint64_t>(st.st_ino)
+             : 0;
+}
+
+// UCX lists TCP devices from /sys/class/net. Where sysfs was mounted for another network
+// namespace (`nsenter --net`, `unshare --net` without a sysfs mount, a container given the
+// host's /sys), that list is not this namespace's: UCX then sees only interfaces whose names
+// happen to exist in both, typically just lo, and every peer on another host is "unreachable".
+// Returns a description of the mismatch, or "" when sysfs matches the interfaces we have.
+std::string netdev_mismatch() {
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return {};
+  std::set<std::string> ours;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK))
+      continue;
+    if (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6)
+      ours.insert(i->ifa_name);
+  }
+  ::freeifaddrs(ifs);
+  std::error_code ec;
+  std::set<std::string> listed;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec))
+    listed.insert(e.path().filename().string());
+  if (ec) return {};
+  std::string missing;
+  for (const std::string& n : ours)
+    if (!listed.contains(n)) missing += (missing.empty() ? "" : ",") + n;
+  if (missing.empty()) return {};
+  std::string seen;
+  for (const std::string& n : listed) seen += (seen.empty() ? "" : ",") + n;
+  return fmt::format(
+      "this network namespace has interface(s) {} that /sys/class/net (where UCX looks for "
+      "devices) does not list: it lists {}, so sysfs belongs to another network namespace and "
+      "UCX cannot use {} for TCP; mount sysfs for this namespace (`ip netns exec` does; or "
+      "`mount -t sysfs sysfs /sys` in the namespace's own mount namespace; containers need a "
+      "/sys of their own, not the host's)",
+      missing, seen, missing);
 }
 
 std::vector<std::pair<std::string, std::string>> parse_engine_config(std::string_view s) {
@@ -142,6 +187,8 @@ struct local_registry {
 struct conn_record {
   std::string boot_id;
   std::uint64_t pidns = 0;
+  std::uint64_t ipcns = 0;
+  std::uint64_t netns = 0;
   std::uint32_t pid = 0;
   std::uint64_t start_time = 0;
   std::uint64_t uid = 0;
@@ -152,15 +199,19 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   nixl::detail::reader in(blob, "UCX connection info");
   if (in.u32("magic") != conn_magic)
     in.fail("UCX connection info of '{}': bad magic; the blob is not UCX connection info", agent);
-  if (const auto v = in.u8("version"); v != wire_version)
-    in.fail("UCX connection info of '{}': version {} (this build reads {})", agent, v,
-            wire_version);
+  if (const auto v = in.u8("version"); v != conn_version)
+    in.fail(
+        "UCX connection info of '{}': version {} (this build reads {}); use the same "
+        "nixl-cpp release on every host",
+        agent, v, conn_version);
   const std::uint64_t sum = in.u64("checksum");
   if (fnv1a(blob.substr(in.position())) != sum)
     in.fail("UCX connection info of '{}': checksum mismatch; the blob is corrupted", agent);
   conn_record r;
   r.boot_id = std::string(in.bytes("boot id", 64));
   r.pidns = in.u64("pid namespace");
+  r.ipcns = in.u64("ipc namespace");
+  r.netns = in.u64("net namespace");
   r.pid = in.u32("pid");
   r.start_time = in.u64("start time");
   r.uid = in.u64("backend id");
@@ -277,7 +328,11 @@ engine::engine(const config& cfg, const backend_context& bctx)
           agent_name_.size(), max_name_size);
 
   boot_id_ = read_first_line("/proc/sys/kernel/random/boot_id");
-  pidns_ = pid_namespace();
+  pidns_ = namespace_id("pid");
+  ipcns_ = namespace_id("ipc");
+  netns_ = namespace_id("net");
+  netdev_problem_ = netdev_mismatch();
+  if (!netdev_problem_.empty()) log::warn("UCX: agent '{}': {}", bctx.agent_name, netdev_problem_);
   pid_ = static_cast<std::uint32_t>(::getpid());
   start_time_ = process_start_time(pid_);
   {
@@ -349,6 +404,8 @@ engine::engine(const config& cfg, const backend_context& bctx)
     nixl::detail::writer body;
     body.bytes(boot_id_);
     body.u64(pidns_);
+    body.u64(ipcns_);
+    body.u64(netns_);
     body.u32(pid_);
     body.u64(start_time_);
     body.u64(uid_);
@@ -357,7 +414,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     const std::string b = body.take();
     nixl::detail::writer w;
     w.u32(conn_magic);
-    w.u8(wire_version);
+    w.u8(conn_version);
     w.u64(fnv1a(b));
     w.raw(b);
     conn_info_ = w.take();
@@ -623,7 +680,11 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     raise(status::invalid_param, "UCX load_peer: agent name of {} bytes exceeds the limit of {}",
           name.size(), max_name_size);
 
-  const bool same_host = !boot_id_.empty() && rec.boot_id == boot_id_ && rec.pidns == pidns_;
+  // Same kernel is not same host: containers and sandbox hosts share the boot id. Shared memory
+  // and a usable pid need the same PID and IPC namespaces; another network namespace is another
+  // host to the network, and UCX's own failure detection is what works there.
+  const bool same_host = !boot_id_.empty() && rec.boot_id == boot_id_ && rec.pidns == pidns_ &&
+                         rec.ipcns == ipcns_ && rec.netns == netns_;
   const bool same_process = same_host && rec.pid == pid_;
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
@@ -682,6 +743,15 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       p->failed.store(true);
       close_eps(p.get());
       if (p->pidfd >= 0) ::close(p->pidfd);
+      if (s == UCS_ERR_UNREACHABLE)
+        raise(status::backend,
+              "UCX load_peer('{}'): ucp_ep_create: {}: no UCX transport of this process reaches "
+              "the peer ({}); {}",
+              name, ucs_status_string(s), same_host ? "same host" : "another host",
+              netdev_problem_.empty()
+                  ? "check that both hosts have a common network and that UCX_NET_DEVICES (or "
+                    "the device_list parameter) names an interface that reaches it"
+                  : netdev_problem_);
       raise(status::backend, "UCX load_peer('{}'): ucp_ep_create: {}", name, ucs_status_string(s));
     }
     p->eps.push_back(h);

@@ -41,6 +41,8 @@ namespace nixl::metadata {
 
 /// NIXL's default listener port.
 inline constexpr std::uint16_t default_listen_port = 8888;
+/// Address the listener binds unless told otherwise: loopback, never exposed by default.
+inline constexpr std::string_view default_listen_address = "127.0.0.1";
 /// Label of full metadata in the central store.
 inline constexpr std::string_view full_label = "metadata";
 
@@ -89,8 +91,11 @@ struct hooks {
 struct config {
   /// Run a listener so that peers can send, fetch and invalidate.
   bool listen = false;
-  /// Address to bind: loopback unless told otherwise ("::1" for IPv6, "0.0.0.0" for all).
-  std::string listen_address = "127.0.0.1";
+  /// Address to bind: a numeric IPv4 or IPv6 address of this host ("10.0.0.5", "::1"),
+  /// "0.0.0.0" (every IPv4 address) or "::" (every address, IPv4 included). Empty:
+  /// NIXL_LISTEN_ADDRESS if read_env and set, else 127.0.0.1. A value that is not an address
+  /// is an error when the exchange is created.
+  std::string listen_address;
   /// Port to bind; 0 lets the system pick one (see exchange::port()).
   std::uint16_t listen_port = default_listen_port;
   /// Bound on one peer request (connect, send, reply) and on the time a client of our listener
@@ -114,7 +119,7 @@ struct config {
   std::chrono::seconds etcd_lease_ttl{10};
   /// Bound on one etcd request.
   std::chrono::milliseconds etcd_request_timeout{5000};
-  /// Fill etcd_endpoints / etcd_namespace from the environment when they are empty.
+  /// Fill listen_address / etcd_endpoints / etcd_namespace from the environment when empty.
   bool read_env = true;
 
   /// A copy with the environment applied and the namespace normalised.

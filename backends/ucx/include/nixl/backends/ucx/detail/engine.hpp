@@ -226,9 +226,14 @@ class engine {
   std::string conn_info_;
   bool cuda_ = false;
 
-  // process identity, for the same-host liveness watch
+  // process identity, for the same-host liveness watch: a peer is on this host only when the
+  // kernel (boot id) and the PID, IPC and network namespaces are the same
   std::string boot_id_;
   std::uint64_t pidns_ = 0;
+  std::uint64_t ipcns_ = 0;
+  std::uint64_t netns_ = 0;
+  // Why UCX may not see this network namespace's devices (empty when it does); see load_peer
+  std::string netdev_problem_;
   std::uint32_t pid_ = 0;
   std::uint64_t start_time_ = 0;
   std::uint64_t uid_ = 0;  ///< identifies this backend among those of the process

@@ -28,6 +28,9 @@ config config::resolved() const {
     if (c.etcd_namespace.empty()) {
       if (const char* n = std::getenv("NIXL_ETCD_NAMESPACE")) c.etcd_namespace = n;
     }
+    if (c.metadata_secret.empty()) {
+      if (const char* k = std::getenv("NIXL_METADATA_SECRET")) c.metadata_secret = k;
+    }
   }
   if (c.listen_address.empty()) c.listen_address = std::string(default_listen_address);
   detail::check_listen_address(c.listen_address);

@@ -24,7 +24,7 @@ std::uint32_t get_u32(const char* p) noexcept {
 
 bool known_type(std::uint8_t t) noexcept {
   return t >= static_cast<std::uint8_t>(frame_type::load) &&
-         t <= static_cast<std::uint8_t>(frame_type::error);
+         t <= static_cast<std::uint8_t>(frame_type::auth);
 }
 
 }  // namespace
@@ -41,6 +41,8 @@ std::string_view to_string(frame_type t) noexcept {
       return "ACK";
     case frame_type::error:
       return "ERROR";
+    case frame_type::auth:
+      return "AUTH";
   }
   return "?";
 }

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <nixl/log.hpp>
+#include <nixl/metadata/auth.hpp>
 #include <nixl/status.hpp>
 
 #include "socket.hpp"
@@ -31,7 +32,8 @@ namespace {
 struct request {
   endpoint ep;
   frame_type type{};
-  std::string frame;  // encoded request
+  std::string frame;                // encoded request
+  std::optional<auth_nonce> nonce;  // set when the request is authenticated
   std::promise<void> done;
 };
 
@@ -63,6 +65,7 @@ struct listener::state {
   const config& cfg;
   const hooks& h;
   const bool threaded;
+  std::optional<authenticator> auth;  // with a metadata secret
 
   unique_fd listen_fd;
   std::uint16_t port = 0;
@@ -72,7 +75,9 @@ struct listener::state {
   std::vector<request> submitted;  // guarded by io_mutex
   std::atomic<bool> stop{false};
 
-  state(const context& ctx, bool t) : name(ctx.name), cfg(ctx.cfg), h(ctx.h), threaded(t) {}
+  state(const context& ctx, bool t) : name(ctx.name), cfg(ctx.cfg), h(ctx.h), threaded(t) {
+    if (!cfg.metadata_secret.empty()) auth.emplace(cfg.metadata_secret);
+  }
 
   void wake_io() noexcept {
     if (!wake) return;
@@ -89,7 +94,13 @@ struct listener::state {
       nixl::raise(status::invalid_param, "{}: payload of {} bytes is too large for one frame", call,
                   payload.size());
     }
-    r.frame = encode_frame(type, payload);
+    if (auth) {
+      auth_nonce n{};
+      r.frame = auth->seal(type, payload, std::nullopt, &n);
+      r.nonce = n;
+    } else {
+      r.frame = encode_frame(type, payload);
+    }
     return r;
   }
 
@@ -149,6 +160,7 @@ struct listener::state {
   /// A request's reply arrived.
   void complete(connection& c, frame& f) {
     request& r = *c.req;
+    if (auth && !open_reply(c, f)) return;
     if (f.type == frame_type::error) {
       auto [s, msg] = decode_error(f.payload);
       fail(r, s, fmt::format("peer {} refused {}: {}", c.peer, to_string(r.type), msg));
@@ -172,17 +184,91 @@ struct listener::state {
     close_conn(c);
   }
 
+  /// With a secret: checks and unwraps the reply to an authenticated request. False when the
+  /// request failed (the reply was not authenticated, or did not verify).
+  bool open_reply(connection& c, frame& f) {
+    request& r = *c.req;
+    std::string why;
+    if (f.type == frame_type::auth) {
+      try {
+        auth_frame a = auth->open(f.payload, r.nonce);
+        f.type = a.type;
+        f.payload = std::move(a.payload);
+        return true;
+      } catch (const nixl::error& e) {
+        why = e.what();
+      }
+    } else if (f.type == frame_type::error) {
+      auto [s, msg] = decode_error(f.payload);
+      fail_conn(c, s,
+                fmt::format("refused {} (unauthenticated reply): {}", to_string(r.type), msg));
+      return false;
+    } else {
+      why = fmt::format(
+          "answered {} without authentication; give the peer the same metadata_secret",
+          to_string(r.type));
+    }
+    fail_conn(c, status::not_allowed, why);
+    return false;
+  }
+
+  /// Queues a plain ERROR for a request refused before it was served, and logs the refusal.
+  void refuse(connection& c, status code, std::string_view why) {
+    ++rejected;
+    log::warn("metadata listener of '{}': refused a request from {}: {}", name, c.peer, why);
+    append_frame(c.out, frame_type::error, encode_error(code, why));
+    c.deadline = clock::now() + cfg.io_timeout;
+  }
+
+  /// Checks and unwraps an authenticated request (with a secret), or refuses an authenticated
+  /// one (without). False when the request was refused.
+  bool open_request(connection& c, frame& f, std::optional<auth_nonce>& answer) {
+    if (!auth) {
+      if (f.type != frame_type::auth) return true;
+      refuse(c, status::not_supported,
+             "this listener has no metadata_secret, the sender uses one; give both sides the "
+             "same secret (or none)");
+      return false;
+    }
+    if (f.type != frame_type::auth) {
+      refuse(c, status::not_allowed,
+             fmt::format("this listener accepts only authenticated metadata (metadata_secret / "
+                         "NIXL_METADATA_SECRET); the {} request was not authenticated",
+                         to_string(f.type)));
+      return false;
+    }
+    try {
+      auth_frame a = auth->open(f.payload, std::nullopt);
+      f.type = a.type;
+      f.payload = std::move(a.payload);
+      answer = a.nonce;
+      return true;
+    } catch (const nixl::error& e) {
+      refuse(c, e.status_code(), e.what());
+      return false;
+    }
+  }
+
   /// A client's request arrived at our listener; queue the reply.
   void serve(connection& c, frame& f) {
+    std::optional<auth_nonce> answer;  // nonce of an authenticated request
+    if (!open_request(c, f, answer)) return;
+    // Replies to an authenticated request are authenticated and bound to it.
+    auto reply = [&](frame_type t, std::string_view payload) {
+      if (answer)
+        c.out += auth->seal(t, payload, answer);
+      else
+        append_frame(c.out, t, payload);
+    };
     auto reply_error = [&](status s, std::string_view msg) {
-      append_frame(c.out, frame_type::error, encode_error(s, msg));
+      reply(frame_type::error, encode_error(s, msg));
     };
     switch (f.type) {
       case frame_type::load:
         try {
           std::string got = h.load(bytes_of(f.payload));
           log::debug("metadata: loaded '{}' sent by {}", got, c.peer);
-          append_frame(c.out, frame_type::ack, {});
+          reply(frame_type::ack, {});
         } catch (...) {
           auto [s, msg] = describe(std::current_exception());
           log::warn("metadata: refused metadata sent by {}: {}", c.peer, msg);
@@ -200,7 +286,7 @@ struct listener::state {
           if (blob.size() > std::numeric_limits<std::uint32_t>::max()) {
             reply_error(status::invalid_param, "full metadata exceeds the 4 GiB frame limit");
           } else {
-            append_frame(c.out, frame_type::load, blob);
+            reply(frame_type::load, blob);
           }
         } catch (...) {
           auto [s, msg] = describe(std::current_exception());
@@ -211,7 +297,7 @@ struct listener::state {
         try {
           h.invalidate(f.payload);
           log::debug("metadata: '{}' invalidated by {}", f.payload, c.peer);
-          append_frame(c.out, frame_type::ack, {});
+          reply(frame_type::ack, {});
         } catch (...) {
           auto [s, msg] = describe(std::current_exception());
           reply_error(s, msg);
@@ -219,6 +305,7 @@ struct listener::state {
         break;
       case frame_type::ack:
       case frame_type::error:
+      case frame_type::auth:
         reply_error(status::invalid_param, "unexpected reply frame sent as a request");
         ++rejected;
         log::info("metadata listener: {} sent a {} frame as a request; closing", c.peer,

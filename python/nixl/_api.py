@@ -59,9 +59,12 @@ class nixl_agent_config:
         backends: list[str] = ["UCX"],  # noqa: B006 (NIXL's signature)
         sync_mode: Optional[nixl_thread_sync_t] = None,
         listen_address: Optional[str] = None,
+        metadata_secret: Optional[str] = None,
     ):
-        # listen_address (not in NIXL): the address the metadata listener binds; None means
-        # NIXL_LISTEN_ADDRESS if set, else 127.0.0.1. "0.0.0.0" / "::" bind every address.
+        # Not in NIXL. listen_address: the address the metadata listener binds; None means
+        # NIXL_LISTEN_ADDRESS if set, else 127.0.0.1 ("0.0.0.0" / "::" bind every address).
+        # metadata_secret: shared secret authenticating listener traffic; None means
+        # NIXL_METADATA_SECRET if set, else none.
         if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
             raise TypeError(
                 "nixl_agent_config: sync_mode must be a nixl_thread_sync_t member or None, not "
@@ -75,6 +78,7 @@ class nixl_agent_config:
         self.backends = list(backends)
         self.sync_mode = sync_mode
         self.listen_address = listen_address
+        self.metadata_secret = metadata_secret
 
 
 # Backend parameter that receives nixl_agent_config.num_threads, per backend (NIXL's mapping).
@@ -105,6 +109,7 @@ def _binding_config(conf: nixl_agent_config) -> "nixlBind.nixlAgentConfig":
     c.lthrDelay = 100000
     c.captureTelemetry = conf.capture_telemetry
     c.listenAddress = getattr(conf, "listen_address", None) or ""
+    c.metadataSecret = getattr(conf, "metadata_secret", None) or ""
     return c
 
 

@@ -234,7 +234,8 @@ struct py_config {
   std::uint64_t pthrDelay = 0;
   std::uint64_t lthrDelay = 100000;  ///< accepted for NIXL's API; the listener does not poll
   std::uint64_t etcdWatchTimeout = 5000000;
-  std::string listenAddress;  ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
+  std::string listenAddress;   ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
+  std::string metadataSecret;  ///< empty: NIXL_METADATA_SECRET, else none
 };
 
 struct py_telemetry {
@@ -291,6 +292,7 @@ class py_agent {
     mc.listen = c.useListenThread;
     mc.listen_port = static_cast<std::uint16_t>(c.listenPort);
     mc.listen_address = c.listenAddress;
+    mc.metadata_secret = c.metadataSecret;
     mc.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
     exchange_ = std::make_unique<metadata::exchange>(*agent_, std::move(mc));
 #else
@@ -970,7 +972,8 @@ PYBIND11_MODULE(_bindings, m) {
       .def_readwrite("pthrDelay", &py_config::pthrDelay)
       .def_readwrite("lthrDelay", &py_config::lthrDelay)
       .def_readwrite("etcdWatchTimeout", &py_config::etcdWatchTimeout)
-      .def_readwrite("listenAddress", &py_config::listenAddress);
+      .def_readwrite("listenAddress", &py_config::listenAddress)
+      .def_readwrite("metadataSecret", &py_config::metadataSecret);
 
   py::class_<py_telemetry>(m, "nixlXferTelemetry")
       .def_readonly("startTime", &py_telemetry::startTime)

@@ -281,6 +281,8 @@ int main(int argc, char** argv) {
       cfg.listen_port = static_cast<std::uint16_t>(std::stoi(next()));
     else if (k == "--listen-address")
       cfg.listen_address = next();
+    else if (k == "--secret")
+      cfg.metadata_secret = next();
   }
   node n;
   try {

@@ -98,6 +98,11 @@ struct config {
   std::string listen_address;
   /// Port to bind; 0 lets the system pick one (see exchange::port()).
   std::uint16_t listen_port = default_listen_port;
+  /// Shared secret of the peer-to-peer protocol. Set: the listener accepts only requests
+  /// authenticated with it (HMAC-SHA256, fresh nonce and timestamp; replays refused) and our
+  /// requests and replies are authenticated. Empty: NIXL_METADATA_SECRET if read_env and set,
+  /// else plain frames. See docs/metadata-exchange.md.
+  std::string metadata_secret;
   /// Bound on one peer request (connect, send, reply) and on the time a client of our listener
   /// may take to deliver a frame or stay silent.
   std::chrono::milliseconds io_timeout{5000};
@@ -119,7 +124,8 @@ struct config {
   std::chrono::seconds etcd_lease_ttl{10};
   /// Bound on one etcd request.
   std::chrono::milliseconds etcd_request_timeout{5000};
-  /// Fill listen_address / etcd_endpoints / etcd_namespace from the environment when empty.
+  /// Fill listen_address / metadata_secret / etcd_endpoints / etcd_namespace from the
+  /// environment when empty.
   bool read_env = true;
 
   /// A copy with the environment applied and the namespace normalised.

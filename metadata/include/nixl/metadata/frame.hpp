@@ -30,6 +30,7 @@ enum class frame_type : std::uint8_t {
   invalidate = 3,  ///< payload: the sender's agent name; reply: ack
   ack = 4,         ///< payload: empty
   error = 5,       ///< payload: i32 LE nixl::status, then a message
+  auth = 6,        ///< payload: an authenticated frame of the types above (auth.hpp)
 };
 
 /// Name of a frame type for messages ("LOAD", "FETCH", ...); "?" for unknown values.

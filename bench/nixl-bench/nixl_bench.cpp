@@ -11,6 +11,10 @@
 //   nixl-bench --backend POSIX --target_seg_type FILE # DRAM -> file, one agent (loopback)
 //   nixl-bench --role target --port 5555 &            # two separate commands
 //   nixl-bench --role initiator --peer_ip 127.0.0.1 --port 5555
+//   nixl-bench --role target --listen_address 10.0.0.2 --port 5555       # across hosts
+//   nixl-bench --role initiator --peer_ip 10.0.0.2 --port 5555
+//   nixl-bench --role target --etcd_endpoints http://10.0.0.1:2379        # meet through etcd
+//   nixl-bench --role initiator --etcd_endpoints http://10.0.0.1:2379
 //
 // Two processes exchange metadata through the target's metadata listener (the initiator sends
 // its own and fetches the target's), then talk with notifications: the target says where its
@@ -103,6 +107,8 @@ struct options {
   std::string role;   // "", "target", "initiator"
   std::string peer_ip = "127.0.0.1";
   std::uint16_t port = 0;
+  std::string listen_address;  // target's listener; empty: NIXL_LISTEN_ADDRESS, else loopback
+  std::string etcd_endpoints;  // --role: meet through etcd instead of the listener
   std::string filepath = "/tmp";
   std::string posix_api_type = "URING";
   std::vector<std::string> backend_params;
@@ -519,11 +525,14 @@ int run_target(const options& o, int port_fd) {
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
   bench_agent a(target_name, cfg);
-  nixl::metadata::config listener;
-  listener.listen = true;
-  listener.listen_port = o.port;
-  listener.listen_address = "127.0.0.1";
-  nixl::metadata::exchange x{a, listener};
+  const bool etcd = !o.etcd_endpoints.empty();
+  nixl::metadata::config mc;
+  mc.listen = !etcd;
+  mc.listen_port = o.port;
+  mc.listen_address = o.listen_address;  // empty: NIXL_LISTEN_ADDRESS, else loopback
+  mc.etcd_endpoints = o.etcd_endpoints;
+  mc.etcd_watch_timeout = std::chrono::hours(1);  // the wait for the initiator's key
+  nixl::metadata::exchange x{a, mc};
   a.create_backend(o.backend, backend_params(o));
   segment seg(o.target_kind(), o.buffer_size(), o, o.target_gpu, "target",
               o.target_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
@@ -533,6 +542,11 @@ int run_target(const options& o, int port_fd) {
     auto s = fmt::format("{}\n", port);
     if (::write(port_fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) return 1;
     ::close(port_fd);
+  } else if (etcd) {
+    x.send_local_metadata().get();  // published under our name; the initiator fetches it
+    fmt::print("nixl-bench target: {} bytes of {} published at {}; waiting for the initiator\n",
+               seg.size(), o.target_seg_type, o.etcd_endpoints);
+    std::fflush(stdout);
   } else {
     fmt::print("nixl-bench target: {} bytes of {} at port {}; waiting for the initiator\n",
                seg.size(), o.target_seg_type, port);
@@ -544,6 +558,7 @@ int run_target(const options& o, int port_fd) {
   // The initiator sends its metadata to the listener; then we can notify it.
   const auto end = nb::clock::now() + (port_fd >= 0 ? 60s : 3600s);
   while (!a.check_remote_metadata(initiator_name)) {
+    if (etcd) x.fetch_remote_metadata(initiator_name).get();  // waits for its key
     if (nb::clock::now() > end) {
       fmt::print(stderr, "nixl-bench target: no initiator connected\n");
       return 1;
@@ -924,6 +939,9 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
                 o.initiator_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
   local.register_with(a, {{o.backend}});
 
+  // With etcd the exchange lives as long as the run: its lease carries our keys, and the target
+  // drops us when they go.
+  std::optional<nixl::metadata::exchange> central;
   std::unique_ptr<target_side> tgt;
   if (o.processes == 1) {
     tgt = std::make_unique<local_target>(a, o, o.buffer_size());
@@ -937,14 +955,24 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
       if (s.empty()) fail("the target process did not start (see its messages above)");
       port = static_cast<std::uint16_t>(std::stoul(s));
     }
-    if (port == 0) fail("--role initiator needs the target's --port");
-    const auto where_peer = nixl::metadata::target::peer(o.peer_ip, port);
-    {
-      nixl::metadata::config inline_only;  // no listener, no etcd: runs on this thread
-      inline_only.read_env = false;
-      nixl::metadata::exchange x{a, inline_only};
-      x.send_local_metadata(where_peer).get();
-      x.fetch_remote_metadata(target_name, where_peer).get();
+    if (!o.etcd_endpoints.empty()) {
+      nixl::metadata::config mc;
+      mc.etcd_endpoints = o.etcd_endpoints;
+      mc.etcd_watch_timeout = std::chrono::minutes(1);  // the wait for the target's key
+      central.emplace(a, mc);
+      central->send_local_metadata().get();
+      central->fetch_remote_metadata(target_name).get();
+    } else {
+      if (port == 0) fail("--role initiator needs the target's --port");
+      const auto where_peer = nixl::metadata::target::peer(o.peer_ip, port);
+      {
+        nixl::metadata::config inline_only;  // no listener, no etcd: runs on this thread
+        inline_only.read_env = false;
+        if (const char* k = std::getenv("NIXL_METADATA_SECRET")) inline_only.metadata_secret = k;
+        nixl::metadata::exchange x{a, inline_only};
+        x.send_local_metadata(where_peer).get();
+        x.fetch_remote_metadata(target_name, where_peer).get();
+      }
     }
     mailbox box(a, target_name);
     auto m = box.next(60s);
@@ -1020,6 +1048,8 @@ void validate(options& o) {
   if (o.processes == 0) o.processes = o.local_only() ? 1 : 2;
   if (o.local_only() && o.processes != 1)
     fail("--backend POSIX works within one process (--processes 1)");
+  if (!o.etcd_endpoints.empty() && o.role.empty())
+    fail("--etcd_endpoints is for --role target / --role initiator (two commands)");
   if (!o.role.empty()) o.processes = 2;
   if (o.baseline == "auto") {
     if (file)
@@ -1090,7 +1120,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 2));
   app.add_option("--role", o.role, "run only one side: target or initiator (two commands)")
       ->check(CLI::IsMember({"target", "initiator"}));
-  app.add_option("--peer_ip", o.peer_ip, "the target's listener address (loopback)");
+  app.add_option("--peer_ip", o.peer_ip, "the target's listener address (--role initiator)");
+  app.add_option("--listen_address", o.listen_address,
+                 "address the target's listener binds (--role target; default "
+                 "NIXL_LISTEN_ADDRESS, else 127.0.0.1)");
+  app.add_option("--etcd_endpoints", o.etcd_endpoints,
+                 "--role: meet through this etcd (both sides) instead of the listener");
   app.add_option("--port", o.port, "the target's listener port (--role; 0: any, printed)");
   app.add_option("--filepath", o.filepath, "folder of the target file (FILE)");
   app.add_option("--posix_api_type", o.posix_api_type, "URING, AIO or POSIX")

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# nixl-bench between two sandbox hosts (tests/multihost/sandbox.sh: separate network, IPC, PID,
+# UTS and mount namespaces joined by a bridge), with its baselines in the same run and the same
+# pair of hosts: iperf3 (one TCP stream) and NIXL's nixlbench (../shared/peers/nixl-1.4).
+# Rounds alternate the three, so that the machine's load hits them alike.
+#
+#   bench/nixl-bench/multihost.sh OUTDIR [ROUNDS]         (root; ROUNDS default 2)
+#
+# Environment: NIXL_BENCH (nixl-bench binary, default build/ci/...), NIXLBENCH_DIR (NIXL's
+# packed nixlbench), OP (WRITE or READ, default WRITE), ITER (num_iter, default 1000),
+# ETCD=1 (nixl-bench meets through an etcd on the target host instead of the listener).
+# Leaves OUTDIR/<round>-{iperf3.json,nixl-bench.csv,nixlbench.log} and prints a summary.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: multihost.sh OUTDIR [ROUNDS]}
+rounds=${2:-2}
+sb="$root/tests/multihost/sandbox.sh"
+bench=${NIXL_BENCH:-$root/build/ci/bench/nixl-bench/nixl-bench}
+peer=${NIXLBENCH_DIR:-$root/../shared/peers/nixl-1.4}
+op=${OP:-WRITE}
+iter=${ITER:-1000}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+dir=$(mktemp -d /tmp/nixl-mh-bench.XXXXXX)
+cleanup() {
+  SANDBOX_OWNER=$$ "$sb" down "$dir/sb" || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
+in_host() {
+  local h=$1
+  shift
+  "$sb" exec "$dir/sb" "$h" "$@"
+}
+a0=$("$sb" addr 0)
+a1=$("$sb" addr 1)
+sizes=(--start_block_size 4K --max_block_size 64M --start_batch_size 1 --max_batch_size 1
+  --num_iter "$iter" --warmup_iter 100 --large_blk_iter_ftr 16 --total_buffer_size 1G)
+
+etcd_url=""
+if [[ -n "${ETCD:-}" ]]; then
+  etcd_url="http://$a1:2379"
+  in_host 1 etcd --name mhb --data-dir "$dir/etcd" --listen-client-urls "$etcd_url" \
+    --advertise-client-urls "$etcd_url" --listen-peer-urls http://127.0.0.1:2380 \
+    --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster mhb=http://127.0.0.1:2380 --log-level error >"$out/etcd.log" 2>&1 &
+  sleep 2
+fi
+
+echo "load before: $(uptime)" | tee "$out/load.txt"
+for ((r = 1; r <= rounds; r++)); do
+  # iperf3: one stream, 10 s, host 0 -> host 1 (the direction of a WRITE)
+  in_host 1 iperf3 -s -1 -B "$a1" -p 5201 >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.5
+  in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3.json"
+  wait $srv || true
+
+  # nixl-bench: target on host 1, initiator on host 0
+  if [[ -n "$etcd_url" ]]; then
+    in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" \
+      >"$out/$r-nixl-bench.target.log" 2>&1 &
+    tgt=$!
+    sleep 1
+    in_host 0 "$bench" --role initiator --etcd_endpoints "$etcd_url" --op_type "$op" \
+      "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
+  else
+    in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" \
+      >"$out/$r-nixl-bench.target.log" 2>&1 &
+    tgt=$!
+    sleep 1
+    in_host 0 "$bench" --role initiator --peer_ip "$a1" --port 5555 --op_type "$op" \
+      "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
+  fi
+  wait $tgt || true
+
+  # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
+  args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
+    --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size=4096
+    --max_block_size=67108864 --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
+    --warmup_iter=100 --large_blk_iter_ftr=16 --total_buffer_size=1073741824)
+  in_host 0 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-nixlbench.log" 2>&1 &
+  p0=$!
+  sleep 1
+  in_host 1 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-nixlbench.r1.log" 2>&1 || true
+  wait $p0 || true
+  echo "round $r done: $(uptime)" | tee -a "$out/load.txt"
+done
+/usr/bin/python3 "$root/bench/nixl-bench/multihost_table.py" "$out" "$rounds"

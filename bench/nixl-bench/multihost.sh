@@ -8,7 +8,9 @@
 #
 # Environment: NIXL_BENCH (nixl-bench binary, default build/ci/...), NIXLBENCH_DIR (NIXL's
 # packed nixlbench), OP (WRITE or READ, default WRITE), ITER (num_iter, default 1000),
-# ETCD=1 (nixl-bench meets through an etcd on the target host instead of the listener).
+# ETCD=1 (nixl-bench meets through an etcd on the target host instead of the listener),
+# START (first block size, default 4K), NO_NIXL=1 (skip NIXL's nixlbench). UCX_* variables
+# reach both benchmarks.
 # Leaves OUTDIR/<round>-{iperf3.json,nixl-bench.csv,nixlbench.log} and prints a summary.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,7 +37,8 @@ in_host() {
 }
 a0=$("$sb" addr 0)
 a1=$("$sb" addr 1)
-sizes=(--start_block_size 4K --max_block_size 64M --start_batch_size 1 --max_batch_size 1
+start=${START:-4K}
+sizes=(--start_block_size "$start" --max_block_size 64M --start_batch_size 1 --max_batch_size 1
   --num_iter "$iter" --warmup_iter 100 --large_blk_iter_ftr 16 --total_buffer_size 1G)
 
 etcd_url=""
@@ -76,6 +79,7 @@ for ((r = 1; r <= rounds; r++)); do
   wait $tgt || true
 
   # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
+  [[ -n "${NO_NIXL:-}" ]] && continue
   args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
     --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size=4096
     --max_block_size=67108864 --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"

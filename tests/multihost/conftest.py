@@ -26,6 +26,15 @@ CPP_NODE = os.environ.get("NIXL_MH_NODE", "")
 ETCD = os.environ.get("ETCD_BIN") or "/usr/bin/etcd"
 
 
+def _on_term(signum, frame):
+    # ctest's timeout (and other supervisors) stop us with SIGTERM: unwind, so that the
+    # fixtures tear the sandboxes down. A SIGKILL leaves them to the next run's sweep.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _on_term)
+
+
 def _python_nodes_available():
     try:
         import numpy  # noqa: F401

@@ -35,6 +35,14 @@ in_host() {
   shift
   "$sb" exec "$dir/sb" "$h" "$@"
 }
+wait_target() {  # until the target says it waits for the initiator
+  for _ in $(seq 600); do
+    grep -q "waiting for the initiator" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "the target did not start: $(cat "$1")" >&2
+  return 1
+}
 a0=$("$sb" addr 0)
 a1=$("$sb" addr 1)
 start=${START:-4K}
@@ -65,14 +73,14 @@ for ((r = 1; r <= rounds; r++)); do
     in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" \
       >"$out/$r-nixl-bench.target.log" 2>&1 &
     tgt=$!
-    sleep 1
+    wait_target "$out/$r-nixl-bench.target.log"
     in_host 0 "$bench" --role initiator --etcd_endpoints "$etcd_url" --op_type "$op" \
       "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
   else
     in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" \
       >"$out/$r-nixl-bench.target.log" 2>&1 &
     tgt=$!
-    sleep 1
+    wait_target "$out/$r-nixl-bench.target.log"
     in_host 0 "$bench" --role initiator --peer_ip "$a1" --port 5555 --op_type "$op" \
       "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
   fi

@@ -532,11 +532,13 @@ int run_target(const options& o, int port_fd) {
   mc.listen_address = o.listen_address;  // empty: NIXL_LISTEN_ADDRESS, else loopback
   mc.etcd_endpoints = o.etcd_endpoints;
   mc.etcd_watch_timeout = std::chrono::hours(1);  // the wait for the initiator's key
-  nixl::metadata::exchange x{a, mc};
   a.create_backend(o.backend, backend_params(o));
   segment seg(o.target_kind(), o.buffer_size(), o, o.target_gpu, "target",
               o.target_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
   seg.register_with(a);
+  // Listening starts only now, so that an initiator which connects at once never fetches
+  // metadata without the segment. Declared after `seg`: destroyed first.
+  nixl::metadata::exchange x{a, mc};
   const auto port = x.port();
   if (port_fd >= 0) {
     auto s = fmt::format("{}\n", port);

@@ -13,6 +13,7 @@
 #include "central.hpp"
 #include "common.hpp"
 #include "listener.hpp"
+#include "socket.hpp"
 
 namespace nixl::metadata {
 

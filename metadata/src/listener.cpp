@@ -204,9 +204,9 @@ struct listener::state {
                 fmt::format("refused {} (unauthenticated reply): {}", to_string(r.type), msg));
       return false;
     } else {
-      why = fmt::format(
-          "answered {} without authentication; give the peer the same metadata_secret",
-          to_string(r.type));
+      why =
+          fmt::format("answered {} without authentication; give the peer the same metadata_secret",
+                      to_string(r.type));
     }
     fail_conn(c, status::not_allowed, why);
     return false;

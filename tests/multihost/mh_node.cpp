@@ -6,6 +6,7 @@
 // Prints "READY <listen port> <buffer address>", then answers one line per command on stdin.
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
+#include <nixl/metadata/exchange.hpp>
 
 #include <unistd.h>
 
@@ -46,6 +47,7 @@ std::string one_line(std::string s) {
 
 struct node {
   std::unique_ptr<agent_t> a;
+  std::unique_ptr<nixl::metadata::exchange> x;  // destroyed before the agent (see ~node)
   std::vector<std::uint8_t> buf;
   nixl::notif_map notifs;
   std::thread loop_thread;
@@ -139,29 +141,29 @@ struct node {
       in >> name >> ip >> port;
       int ms = 10000;
       if (!(in >> ms)) ms = 10000;
-      a->fetch_remote_metadata(name, nixl::metadata_target::peer(ip, port)).get();
+      x->fetch_remote_metadata(name, nixl::metadata::target::peer(ip, port)).get();
       return wait_md(name, true, ms) ? "OK" : "ERR not loaded";
     }
     if (c == "SEND" || c == "INVAL") {
       std::string ip;
       int port;
       in >> ip >> port;
-      const auto t = nixl::metadata_target::peer(ip, port);
-      (c == "SEND" ? a->send_local_metadata(t) : a->invalidate_local_metadata(t)).get();
+      const auto t = nixl::metadata::target::peer(ip, port);
+      (c == "SEND" ? x->send_local_metadata(t) : x->invalidate_local_metadata(t)).get();
       return "OK";
     }
     if (c == "ETCD_SEND") {
-      a->send_local_metadata().get();
+      x->send_local_metadata().get();
       return "OK";
     }
     if (c == "ETCD_INVAL") {
-      a->invalidate_local_metadata().get();
+      x->invalidate_local_metadata().get();
       return "OK";
     }
     if (c == "ETCD_FETCH") {
       std::string name;
       in >> name;
-      a->fetch_remote_metadata(name).get();
+      x->fetch_remote_metadata(name).get();
       return wait_md(name, true, 10000) ? "OK" : "ERR not loaded";
     }
     if (c == "WAITMD") {
@@ -269,24 +271,26 @@ int main(int argc, char** argv) {
   std::size_t size = 1 << 20;
   nixl::agent_config cfg;
   cfg.enable_prog_thread = true;
-  cfg.listen_port = 0;
+  nixl::metadata::config mc;  // NIXL_LISTEN_ADDRESS, NIXL_METADATA_SECRET, NIXL_ETCD_* apply
+  mc.listen_port = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string k = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (k == "--size")
       size = std::stoull(next());
     else if (k == "--listen")
-      cfg.enable_listen_thread = true;
+      mc.listen = true;
     else if (k == "--port")
-      cfg.listen_port = static_cast<std::uint16_t>(std::stoi(next()));
+      mc.listen_port = static_cast<std::uint16_t>(std::stoi(next()));
     else if (k == "--listen-address")
-      cfg.listen_address = next();
+      mc.listen_address = next();
     else if (k == "--secret")
-      cfg.metadata_secret = next();
+      mc.metadata_secret = next();
   }
   node n;
   try {
     n.a = std::make_unique<agent_t>(name, cfg);
+    n.x = std::make_unique<nixl::metadata::exchange>(*n.a, mc);
     n.a->create_backend<nixl::ucx::backend>();
     n.buf.assign(size, 0);
     nixl::reg_dlist r(nixl::mem_kind::dram);
@@ -296,7 +300,7 @@ int main(int argc, char** argv) {
     std::cout << "FAILED " << one_line(e.what()) << std::endl;
     return 1;
   }
-  std::cout << "READY " << n.a->listen_port() << " " << n.addr() << std::endl;
+  std::cout << "READY " << n.x->port() << " " << n.addr() << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
@@ -316,6 +320,7 @@ int main(int argc, char** argv) {
     n.loop_thread.join();
   }
   n.reqs.clear();
+  n.x.reset();
   std::cout << "BYE" << std::endl;
   return 0;
 }

@@ -2,6 +2,7 @@
 host address, and through etcd (--etcd_endpoints); small sizes, data checked."""
 
 import os
+import time
 
 import pytest
 
@@ -27,6 +28,12 @@ def test_bench_across_hosts(sandbox, meet, op):
         tside = ["--listen_address", sb.addr(1), "--port", "5555"]
         iside = ["--peer_ip", sb.addr(1), "--port", "5555"]
     tgt = sb.start(1, [BENCH, "--role", "target"] + tside + SIZES, "bench-target.log")
+    log = os.path.join(sb.dir, "bench-target.log")
+    end = time.monotonic() + 60
+    while "waiting for the initiator" not in open(log, errors="replace").read():
+        assert tgt.poll() is None, open(log, errors="replace").read()
+        assert time.monotonic() < end, "the target did not start"
+        time.sleep(0.05)
     r = sb.run(0, [BENCH, "--role", "initiator", "--op_type", op] + iside + SIZES, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [line.split(",") for line in r.stdout.strip().splitlines()[1:]]

@@ -121,11 +121,19 @@ class peer_process {
       ::close(in[1]);
       ::close(out[0]);
       ::close(out[1]);
+      // NIXL_UCX_PEER_LAUNCHER: words put before the helper, e.g. "ip netns exec ns1 unshare
+      // --pid --fork --kill-child" to run it as if on another host (docs/ucx.md).
+      std::vector<std::string> words;
+      if (const char* l = std::getenv("NIXL_UCX_PEER_LAUNCHER")) {
+        std::istringstream in(l);
+        for (std::string w; in >> w;) words.push_back(w);
+      }
+      words.push_back(exe);
+      for (auto& a : args) words.push_back(a);
       std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(exe.c_str()));
-      for (auto& a : args) argv.push_back(a.data());
+      for (auto& w : words) argv.push_back(w.data());
       argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
+      ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
     ::close(in[0]);

@@ -286,7 +286,13 @@ inline status backend::check(request& r) noexcept {
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }
-  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+  const auto res = static_cast<status>(s->result.load(std::memory_order_relaxed));
+  // In UCX mode `none` a failed operation can still let the flush succeed (1.22: a cma write
+  // to a process that exited fails with ESRCH, UCX fails the endpoint and calls the error
+  // callback, and the flush completes): success observed after the peer failed is not trusted.
+  return res == status::success && r.peer_->failed.load(std::memory_order_acquire)
+             ? status::remote_disconnect
+             : res;
 }
 
 static_assert(nixl::backend<backend>);

@@ -415,16 +415,20 @@ TEST_CASE("ucx agents: releasing a request in flight to a peer that never progre
   // Deregistering the source now is deferred by the backend until UCX is done with it.
   init.deregister_memory(reg_of(ib));
 
-  // Let the target progress: the abandoned write completes in the background; unloading the
-  // target waits for it, so that nothing of the initiator lands after that.
+  // Once the target progresses, the abandoned write completes in the background.
   std::atomic<bool> stop{false};
   std::thread target_progress([&] {
     while (!stop.load()) tgt.progress();
   });
-  init.invalidate_remote_metadata("target");
+  const bool landed =
+      ucx_test::wait_done([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return tb.holds(41, 0, ucx_test::big, 0) ? status::success : status::in_progress;
+      }) == status::success;
   stop = true;
   target_progress.join();
-  CHECK(tb.holds(41, 0, ucx_test::big, 0));
+  CHECK(landed);
+  init.invalidate_remote_metadata("target");
   // a released request sends no notification
   tgt.progress();
   CHECK(tgt.notifications().empty());

@@ -926,8 +926,16 @@ requires(sizeof...(Backends) > 0) class agent {
     if (!opt.skip_merge) detail::merge_contiguous(l, r);
     request<B> req;
     auto& ps = std::get<peer_slot<B>>(st->slots);
-    slot<B>().engine->prepare(req.state_, op, std::span<const bound_desc<typename B::region>>(l),
-                              std::span<const bound_desc<typename B::remote_region>>(r), *ps.peer);
+    const std::span<const bound_desc<typename B::region>> ls(l);
+    const std::span<const bound_desc<typename B::remote_region>> rs(r);
+    // A backend that reads NIXL's customParam takes it as a sixth argument.
+    if constexpr (requires {
+                    slot<B>().engine->prepare(req.state_, op, ls, rs, *ps.peer,
+                                              std::string_view(opt.custom));
+                  })
+      slot<B>().engine->prepare(req.state_, op, ls, rs, *ps.peer, std::string_view(opt.custom));
+    else
+      slot<B>().engine->prepare(req.state_, op, ls, rs, *ps.peer);
     req.engine_ = slot<B>().engine.get();
     req.lock_ = &lock_;
     req.peer_ = std::shared_ptr<detail::peer_token>(st, &st->token);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -72,6 +73,16 @@ bool parse_bool(std::string_view key, std::string_view v) {
   if (l == "0" || l == "n" || l == "no" || l == "off" || l == "false" || l == "disable")
     return false;
   raise(status::invalid_param, "UCX parameter {}='{}': not a boolean; use true or false", key, v);
+}
+
+std::size_t parse_count(std::string_view key, std::string_view value, std::size_t lo,
+                        std::size_t hi) {
+  std::size_t n = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc{} || ptr != value.data() + value.size() || n < lo || n > hi)
+    raise(status::invalid_param, "UCX parameter {}='{}': use a number from {} to {}", key, value,
+          lo, hi);
+  return n;
 }
 
 std::string read_first_line(const char* path) {
@@ -264,12 +275,11 @@ config config::from_params(const params& p) {
   config c;
   for (const auto& [key, value] : p) {
     if (key == "num_workers") {
-      std::size_t n = 0;
-      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc{} || ptr != value.data() + value.size() || n == 0 || n > max_workers)
-        raise(status::invalid_param, "UCX parameter num_workers='{}': use a number from 1 to {}",
-              value, max_workers);
-      c.num_workers = n;
+      c.num_workers = parse_count(key, value, 1, max_workers);
+    } else if (key == "num_threads") {
+      c.num_threads = parse_count(key, value, 0, max_workers);
+    } else if (key == "split_batch_size") {
+      c.split_batch_size = parse_count(key, value, 0, std::size_t{1} << 30);
     } else if (key == "device_list" || key == "ucx_devices") {
       if (!value.empty()) c.device_list = value;
     } else if (key == "ucx_error_handling_mode") {
@@ -305,6 +315,8 @@ config config::from_params(const params& p) {
 params config::to_params() const {
   params p;
   p["num_workers"] = std::to_string(num_workers);
+  p["num_threads"] = std::to_string(num_threads);
+  p["split_batch_size"] = std::to_string(split_batch_size);
   p["device_list"] = device_list;
   p["ucx_error_handling_mode"] = std::string(to_string(error_handling));
   p["engine_config"] = engine_config;
@@ -323,6 +335,11 @@ engine::engine(const config& cfg, const backend_context& bctx)
   if (cfg_.num_workers == 0 || cfg_.num_workers > max_workers)
     raise(status::invalid_param, "UCX: num_workers={}: use a number from 1 to {}", cfg_.num_workers,
           max_workers);
+  if (cfg_.num_threads > max_workers)
+    raise(status::invalid_param, "UCX: num_threads={}: use a number from 0 to {}", cfg_.num_threads,
+          max_workers);
+  // one worker per posting thread
+  cfg_.num_workers = std::max(cfg_.num_workers, cfg_.num_threads);
   if (agent_name_.size() > max_name_size)
     raise(status::invalid_param, "UCX: agent name of {} bytes exceeds the limit of {}",
           agent_name_.size(), max_name_size);
@@ -377,6 +394,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
   if (ucp_context_query(ctx_.get(), &ca) == UCS_OK)
     cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 
+  watch_ = std::make_unique<worker_watch[]>(cfg_.num_workers);
   for (std::size_t i = 0; i < cfg_.num_workers; ++i) {
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -468,6 +486,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     for (auto& w : workers_) {
       int efd = -1;
       NIXL_UCS_CHECK(ucp_worker_get_efd(w.get(), &efd));
+      efds_.push_back(efd);
       ev.data.ptr = this;
       if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, efd, &ev) != 0)
         raise(status::backend, "UCX progress thread: epoll_ctl(worker fd): {}",
@@ -523,52 +542,96 @@ engine::~engine() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
+std::uint32_t engine::thread_index() noexcept {
+  static std::atomic<std::uint32_t> next{0};
+  thread_local const std::uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
 void engine::wake() noexcept {
   const std::uint64_t one = 1;
   [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof(one));
 }
 
+// The progress thread. Per worker it is in one of two modes:
+//  - event mode: it progresses the worker, keeps polling for `progress_spin` after work, then
+//    arms it and sleeps on its event fd; a post on the worker wakes it (kick);
+//  - driven mode: an application thread progresses the worker (request status polls, agent
+//    progress), seen as a changing `user_polls` counter. The thread then neither polls nor arms
+//    that worker, so incoming messages do not wake it and it does not compete with that thread
+//    for the worker or the cores; it progresses the worker once per tick instead, and goes back
+//    to event mode when the application thread has not polled for two ticks.
+// A missed event-fd wake-up (UCX 1.13 can miss one; NIXL polls every 1 ms for that reason) costs
+// at most 1 ms during traffic: the sleep after work is 1 ms, doubling while idle up to the
+// configured period.
 void engine::run() noexcept {
   ::pthread_setname_np(::pthread_self(), "nixl-ucx-prog");
+  const std::size_t nw = workers_.size();
   epoll_event evs[16];
   const std::int64_t spin_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
+  constexpr std::int64_t tick_ns = 250'000;
+  constexpr std::int64_t driven_window_ns = 2 * tick_ns;
+  std::vector<std::uint32_t> seen(nw, 0);
+  std::vector<std::int64_t> last_user(nw, std::numeric_limits<std::int64_t>::min() / 2);
+  std::vector<char> driven(nw, 0);
   std::int64_t last_work = 0;
-  int sleep_ms = 1;
+  std::int64_t last_tick = 0;
   std::int64_t last_local_check = 0;
+  int sleep_ms = 1;
   while (!stop_.load(std::memory_order_relaxed)) {
-    // Announce the sleep before the last progress pass, so that a post() racing with it either
-    // is seen by this pass or sees `sleeping_` and wakes us.
-    sleeping_.store(1, std::memory_order_seq_cst);
+    const std::int64_t now = now_ns();
+    bool any_driven = false;
+    bool any_event = false;
+    for (std::size_t i = 0; i < nw; ++i) {
+      const std::uint32_t u = watch_[i].user_polls.load(std::memory_order_relaxed);
+      if (u != seen[i]) {
+        seen[i] = u;
+        last_user[i] = now;
+      }
+      const bool d = now - last_user[i] < driven_window_ns;
+      if (d != (driven[i] != 0)) {
+        driven[i] = d ? 1 : 0;
+        set_worker_events(i, !d);
+      }
+      any_driven |= d;
+      any_event |= !d;
+    }
     // Bounded passes: operations stuck on a dead peer can keep a worker "busy" forever, and the
     // process watch below must still be read.
     bool busy = false;
-    for (auto& w : workers_)
-      for (int k = 0; k < 64 && ucp_worker_progress(w.get()) != 0; ++k) busy = true;
+    for (std::size_t i = 0; i < nw; ++i) {
+      if (driven[i]) continue;
+      for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) busy = true;
+    }
+    if (any_driven && now - last_tick >= tick_ns) {
+      last_tick = now;
+      for (std::size_t i = 0; i < nw; ++i)
+        if (driven[i]) ucp_worker_progress(workers_[i].get());
+    }
     if (busy) {
       last_work = now_ns();
-    } else if (now_ns() - last_work < spin_ns) {
+    } else if (any_event && now - last_work < spin_ns) {
       busy = true;  // keep polling for a while: the next message of a burst is likely near
     }
-    if (!busy) {
-      for (auto& w : workers_) {
-        const ucs_status_t s = ucp_worker_arm(w.get());
-        if (s == UCS_ERR_BUSY)
-          busy = true;
-        else if (s != UCS_OK)
-          log_ucs(s, "ucp_worker_arm");
-      }
-    }
-    // UCX 1.13 can miss an event-fd wake-up (NIXL polls every 1 ms for the same reason): sleep
-    // 1 ms after work, doubling while idle up to the configured period.
+    if (!busy) busy = !sleep_armed(driven);
     if (busy) sleep_ms = 1;
-    const int n = ::epoll_wait(epoll_fd_, evs, 16, busy ? 0 : sleep_ms);
+    int n = 0;
+    if (busy) {
+      n = ::epoll_wait(epoll_fd_, evs, 16, 0);
+    } else if (any_driven) {
+      const timespec ts{0, tick_ns};
+      n = ::epoll_pwait2(epoll_fd_, evs, 16, &ts, nullptr);
+      if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_, evs, 16, 1);
+    } else {
+      n = ::epoll_wait(epoll_fd_, evs, 16, sleep_ms);
+      if (n == 0) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
+    }
+    for (std::size_t i = 0; i < nw; ++i) watch_[i].armed_sleep.store(0, std::memory_order_relaxed);
     if (const std::int64_t t = now_ns(); t - last_local_check > 10'000'000) {
       last_local_check = t;
       check_local_peers();
     }
-    if (n == 0 && !busy) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
-    sleeping_.store(0, std::memory_order_relaxed);
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;
       if (tag == nullptr) {
@@ -586,6 +649,34 @@ void engine::run() noexcept {
   }
 }
 
+// Before sleeping: announce it on the event-mode workers, make one last pass (a post racing
+// with the announcement is either seen by this pass or sees the flag and wakes us), then arm
+// them. False when there is work after all.
+bool engine::sleep_armed(const std::vector<char>& driven) noexcept {
+  const std::size_t nw = workers_.size();
+  for (std::size_t i = 0; i < nw; ++i)
+    if (!driven[i]) watch_[i].armed_sleep.store(1, std::memory_order_seq_cst);
+  for (std::size_t i = 0; i < nw; ++i)
+    if (!driven[i] && ucp_worker_progress(workers_[i].get()) != 0) return false;
+  for (std::size_t i = 0; i < nw; ++i) {
+    if (driven[i]) continue;
+    const ucs_status_t s = ucp_worker_arm(workers_[i].get());
+    if (s == UCS_ERR_BUSY) return false;
+    if (s != UCS_OK) log_ucs(s, "ucp_worker_arm");
+  }
+  return true;
+}
+
+// Event fd of worker `i` in the thread's epoll set: watched (event mode) or not (driven mode,
+// where the fd may stay readable without the thread wanting to wake for it).
+void engine::set_worker_events(std::size_t i, bool on) noexcept {
+  epoll_event ev{};
+  ev.events = on ? EPOLLIN : 0;
+  ev.data.ptr = this;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, efds_[i], &ev) != 0)
+    log::warn("UCX progress thread: epoll_ctl(MOD worker fd): {}", std::strerror(errno));
+}
+
 void engine::check_local_peers() noexcept {
   std::lock_guard lk(peers_mu_);
   for (auto& p : peers_)
@@ -594,9 +685,11 @@ void engine::check_local_peers() noexcept {
 }
 
 void engine::progress_all() noexcept {
-  for (auto& w : workers_)
-    for (int k = 0; k < 64 && ucp_worker_progress(w.get()) != 0; ++k) {
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    note_user_poll(i);  // an application thread drives the workers
+    for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) {
     }
+  }
   if (!thread_.joinable()) {
     std::vector<peer_state*> watched;
     {
@@ -964,7 +1057,7 @@ void engine::notify(peer_state* p, std::string_view msg) {
           ucs_status_string(UCS_PTR_STATUS(r)));
   if (r != nullptr) {
     buf.release();  // freed by on_notify_done
-    kick();
+    kick(0);
   }
 }
 
@@ -1032,7 +1125,8 @@ std::string engine::endpoint_info(const peer_state* p) const {
 // backend: setup path
 
 params backend::default_params() {
-  return {{"num_workers", "1"},      {"device_list", ""},
+  return {{"num_workers", "1"},      {"num_threads", "0"},
+          {"split_batch_size", "0"}, {"device_list", ""},
           {"ucx_devices", ""},       {"ucx_error_handling_mode", "auto"},
           {"engine_config", ""},     {"enable_prog_thread", "true"},
           {"progress_spin_us", "50"}};
@@ -1099,6 +1193,37 @@ void backend::deregister_region(region& r) noexcept {
 
 void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer& p) {
+  prepare(r, op, local, remote, p, {});
+}
+
+namespace {
+// `worker_id=N` in NIXL's customParam: items separated by commas, spaces or semicolons; other
+// items are left to other backends.
+std::optional<std::uint32_t> custom_worker(std::string_view custom, std::size_t workers) {
+  std::optional<std::uint32_t> w;
+  while (!custom.empty()) {
+    const auto cut = custom.find_first_of(", ;");
+    const std::string_view item = custom.substr(0, cut);
+    custom = cut == std::string_view::npos ? std::string_view{} : custom.substr(cut + 1);
+    constexpr std::string_view key = "worker_id=";
+    if (item.substr(0, key.size()) != key) continue;
+    const std::string_view v = item.substr(key.size());
+    std::uint32_t n = 0;
+    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc{} || ptr != v.data() + v.size() || n >= workers)
+      raise(status::invalid_param,
+            "UCX prepare: custom parameter '{}': this backend has {} worker(s); use worker_id=0 "
+            "to {} (or set num_workers / num_threads)",
+            item, workers, workers - 1);
+    w = n;
+  }
+  return w;
+}
+}  // namespace
+
+void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer& p,
+                      std::string_view custom) {
   if (p.state == nullptr || p.state->closed)
     raise(status::not_found, "UCX prepare: the peer is not loaded");
   if (local.size() != remote.size())
@@ -1106,8 +1231,13 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
           local.size(), remote.size());
   if (r.slot_ != nullptr && r.slot_->state.load() == detail::op_slot::busy)
     raise(status::repost_active, "UCX prepare: the request is still in flight");
-  const std::uint32_t w = eng_->next_worker();
+  const auto nw = static_cast<std::uint32_t>(eng_->num_workers());
+  const std::uint32_t w = custom_worker(custom, nw).value_or(eng_->next_worker());
+  // split_batch_size: chunks of that many descriptors, on workers w, w+1, ...
+  const std::size_t split = eng_->cfg().split_batch_size;
+  const bool chunked = split > 0 && nw > 1 && local.size() > split;
   std::vector<detail::xfer_item> items;
+  std::vector<chunk> chunks;
   items.reserve(local.size());
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
@@ -1132,11 +1262,23 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
             "that '{}' registered",
             i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
     if (l.len == 0) continue;
-    items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[w].get(),
+    std::uint32_t cw = w;
+    if (chunked) {
+      const std::size_t k = items.size() / split;  // chunk of this item
+      cw = static_cast<std::uint32_t>((w + k) % nw);
+      if (chunks.size() == k) {
+        const auto at = static_cast<std::uint32_t>(items.size());
+        chunks.push_back({at, at, p.state->eps[cw], cw});
+      }
+      ++chunks.back().end;
+    }
+    items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[cw].get(),
                      l.region->memh.get()});
   }
+  if (chunks.size() == 1) chunks.clear();
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
   r.items_ = std::move(items);
+  r.chunks_ = std::move(chunks);
   r.peer_ = p.state;
   r.ep_ = p.state->eps[w];
   r.worker_ = w;
@@ -1153,12 +1295,16 @@ status backend::release(request& r) noexcept {
     const auto deadline = std::chrono::steady_clock::now() + detail::engine::release_grace;
     while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy &&
            !r.peer_->failed.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < deadline)
+           std::chrono::steady_clock::now() < deadline) {
       eng_->poll(r.worker_, r.peer_);
+      for (const chunk& c : r.chunks_)
+        if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
+    }
   }
   if (!eng_->detach(s)) eng_->release_slot(s);
   r.slot_ = nullptr;
   r.items_.clear();
+  r.chunks_.clear();
   return status::success;
 }
 

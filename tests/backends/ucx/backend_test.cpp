@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_sides.hpp"
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
 
@@ -16,51 +17,12 @@ using ucx_test::buffer;
 using ucx_test::bytes_of;
 using ucx_test::code_of;
 using backend = nixl::ucx::backend;
+using ucx_test::bd;
+using ucx_test::ctx;
+using ucx_test::peer_link;
+using ucx_test::side;
 
 namespace {
-
-nixl::backend_context ctx(std::string name, bool thread = true) {
-  return nixl::backend_context{std::move(name), nixl::thread_sync::none, thread,
-                               std::chrono::microseconds(0)};
-}
-
-// One side of a test: a backend with one registered buffer.
-struct side {
-  backend be;
-  buffer buf;
-  backend::region reg;
-  side(std::string name, std::size_t n, nixl::params p = {}, bool thread = true)
-      : be(backend::config::from_params(p), ctx(std::move(name), thread)), buf(n) {
-    reg = be.register_region(mem_kind::dram, {{buf.addr(), n, 0}, ""});
-  }
-  ~side() { be.deregister_region(reg); }
-};
-
-// A loaded peer with one remote region.
-struct peer_link {
-  backend& be;
-  backend::peer peer;
-  backend::remote_region rr;
-  peer_link(side& from, side& to, std::string to_name)
-      : be(from.be), peer(from.be.load_peer(to_name, bytes_of(to.be.connection_info()))) {
-    rr = from.be.unpack(peer, mem_kind::dram, {to.buf.addr(), to.buf.size(), 0},
-                        bytes_of(to.be.public_data(to.reg)));
-  }
-  ~peer_link() {
-    be.unload_region(rr);
-    be.unload_peer(peer);
-  }
-};
-
-template <class R>
-nixl::bound_desc<R> bd(std::uintptr_t a, std::size_t n, const R& r) {
-  nixl::bound_desc<R> d;
-  d.addr = a;
-  d.len = n;
-  d.dev = 0;
-  d.region = &r;
-  return d;
-}
 
 status run(backend& be, backend::request& r, nixl::notif_arg n = {}, backend* target = nullptr) {
   status s = be.post(r, n);

@@ -109,12 +109,20 @@ class backend {
     }
   };
 
+  /// A run of a request's descriptors posted on one worker (`split_batch_size`).
+  struct chunk {
+    std::uint32_t begin = 0, end = 0;
+    ucp_ep_h ep = nullptr;
+    std::uint32_t worker = 0;
+  };
+
   /// Everything a transfer needs, resolved by `prepare`.
   class request {
    public:
     request() = default;
     request(request&& o) noexcept
         : items_(std::move(o.items_)),
+          chunks_(std::move(o.chunks_)),
           slot_(std::exchange(o.slot_, nullptr)),
           peer_(std::exchange(o.peer_, nullptr)),
           ep_(std::exchange(o.ep_, nullptr)),
@@ -122,6 +130,7 @@ class backend {
           op_(o.op_) {}
     request& operator=(request&& o) noexcept {
       items_ = std::move(o.items_);
+      chunks_ = std::move(o.chunks_);
       slot_ = std::exchange(o.slot_, nullptr);
       peer_ = std::exchange(o.peer_, nullptr);
       ep_ = std::exchange(o.ep_, nullptr);
@@ -131,12 +140,15 @@ class backend {
     }
     /// Number of descriptor pairs UCX will see.
     std::size_t size() const noexcept { return items_.size(); }
-    /// Index of the worker this request runs on.
+    /// Index of the worker this request runs on (its first chunk's, when split).
     std::uint32_t worker() const noexcept { return worker_; }
+    /// Workers the request is split over (1 unless `split_batch_size` applies).
+    std::size_t chunks() const noexcept { return chunks_.empty() ? 1 : chunks_.size(); }
 
    private:
     friend class backend;
     std::vector<detail::xfer_item> items_;
+    std::vector<chunk> chunks_;  ///< empty: one chunk, all items on `worker_`
     detail::op_slot* slot_ = nullptr;
     detail::peer_state* peer_ = nullptr;
     ucp_ep_h ep_ = nullptr;
@@ -159,6 +171,10 @@ class backend {
   /// region or a region of another peer.
   void prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer& p);
+  /// The same, with NIXL's `customParam` (`xfer_options::custom`): `worker_id=N` puts the
+  /// request on worker N.
+  void prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+               std::span<const bound_desc<remote_region>> remote, peer& p, std::string_view custom);
   /// Starts a prepared transfer; the notification, if any, is sent once the data is visible.
   status post(request& r, notif_arg notif) noexcept;
   /// `success`, `in_progress` or an error (`remote_disconnect` when the peer died).
@@ -216,6 +232,7 @@ class backend {
   }
 
  private:
+  status post_chunk(request& r, const chunk& c) noexcept;
   std::unique_ptr<detail::engine> eng_;
 };
 
@@ -237,40 +254,64 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
     s->notif.append(notif->data(), notif->size());
   }
   s->ep = r.ep_;
+  s->worker = r.worker_;
+  const std::size_t nchunks = r.chunks_.empty() ? 1 : r.chunks_.size();
+  s->flushes.store(static_cast<int>(nchunks), std::memory_order_relaxed);
+  s->failure.store(0, std::memory_order_relaxed);
   s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
   s->state.store(detail::op_slot::busy, std::memory_order_release);
 
+  status st = status::in_progress;
+  if (r.chunks_.empty()) {
+    st = post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+  } else {
+    for (const chunk& c : r.chunks_) {
+      const status cs = post_chunk(r, c);
+      if (cs != status::in_progress) st = cs;  // the last chunk may have finished the request
+    }
+  }
+  if (st == status::in_progress) {
+    if (r.chunks_.empty()) {
+      eng_->kick(r.worker_);
+    } else {
+      for (const chunk& c : r.chunks_) eng_->kick(c.worker);
+    }
+  }
+  return st;
+}
+
+// Puts (or gets) of one chunk, then the flush of its endpoint. Returns the request's state when
+// this chunk's flush completed at once and was the last (success or an error), else in_progress.
+inline status backend::post_chunk(request& r, const chunk& c) noexcept {
+  detail::op_slot* s = r.slot_;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
   const bool write = r.op_ == xfer_op::write;
-  for (const detail::xfer_item& it : r.items_) {
+  for (std::uint32_t i = c.begin; i < c.end; ++i) {
+    const detail::xfer_item& it = r.items_[i];
     p.memh = it.memh;
-    ucs_status_ptr_t sp = write ? ucp_put_nbx(r.ep_, it.local, it.len, it.remote, it.rkey, &p)
-                                : ucp_get_nbx(r.ep_, it.local, it.len, it.remote, it.rkey, &p);
+    ucs_status_ptr_t sp = write ? ucp_put_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p)
+                                : ucp_get_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p);
     if (UCS_PTR_IS_PTR(sp)) {
       ucp_request_free(sp);  // completion is observed through the flush below
     } else if (UCS_PTR_IS_ERR(sp)) {
-      const status e = detail::to_status(UCS_PTR_STATUS(sp));
-      eng_->complete(s, e);
-      return e;
+      int none = 0;
+      s->failure.compare_exchange_strong(
+          none, static_cast<int>(detail::to_status(UCS_PTR_STATUS(sp))), std::memory_order_relaxed);
+      return detail::engine::flush_done(s);  // this chunk ends here, without a flush
     }
   }
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &detail::engine::on_flush;
   p.user_data = s;
-  ucs_status_ptr_t f = ucp_ep_flush_nbx(r.ep_, &p);
-  if (f == nullptr) {
-    const status st = eng_->after_data(s);
-    if (st == status::in_progress) eng_->kick();
-    return st;
-  }
+  ucs_status_ptr_t f = ucp_ep_flush_nbx(c.ep, &p);
+  if (UCS_PTR_IS_PTR(f)) return status::in_progress;
   if (UCS_PTR_IS_ERR(f)) {
-    const status e = detail::to_status(UCS_PTR_STATUS(f));
-    eng_->complete(s, e);
-    return e;
+    int none = 0;
+    s->failure.compare_exchange_strong(none, static_cast<int>(detail::to_status(UCS_PTR_STATUS(f))),
+                                       std::memory_order_relaxed);
   }
-  eng_->kick();
-  return status::in_progress;
+  return detail::engine::flush_done(s);
 }
 
 inline status backend::check(request& r) noexcept {
@@ -281,6 +322,8 @@ inline status backend::check(request& r) noexcept {
   if (st == detail::op_slot::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     eng_->poll(r.worker_, r.peer_);
+    for (const chunk& c : r.chunks_)
+      if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
     st = s->state.load(std::memory_order_acquire);
     if (st == detail::op_slot::busy)
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect

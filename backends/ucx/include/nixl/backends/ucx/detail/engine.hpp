@@ -41,8 +41,15 @@ std::string_view to_string(error_mode m) noexcept;
 
 /// Backend configuration. `from_params` takes NIXL's parameter names.
 struct config {
-  /// UCX workers; requests are spread over them round-robin (`num_workers`).
+  /// UCX workers (`num_workers`); requests are spread over them round-robin.
   std::size_t num_workers = 1;
+  /// Application threads that post on this backend (`num_threads`, NIXL's name). When set, the
+  /// backend has at least this many workers and binds a request to the worker of the thread
+  /// that makes it, so that threads posting at once do not share a worker. 0: off.
+  std::size_t num_threads = 0;
+  /// Requests with more descriptors than this are posted as chunks of this many descriptors,
+  /// one chunk per worker (`split_batch_size`, NIXL's name). 0: never split.
+  std::size_t split_batch_size = 0;
   /// Network devices, comma separated (`device_list`, alias `ucx_devices`); empty = all.
   std::string device_list;
   /// Peer failure detection (`ucx_error_handling_mode`: auto, peer, none).
@@ -78,6 +85,9 @@ struct op_slot {
   std::atomic<int> state{idle};
   std::atomic<int> result{static_cast<int>(status::success)};
   bool has_notif = false;
+  std::uint32_t worker = 0;     ///< index of the worker the notification goes out on
+  std::atomic<int> flushes{0};  ///< flushes still outstanding (one per chunk of the request)
+  std::atomic<int> failure{0};  ///< first error of a chunk (a `status`), 0: none
   ucp_ep_h ep = nullptr;
   engine* owner = nullptr;
   std::string notif;  ///< encoded notification (sender name + message), capacity reused
@@ -123,6 +133,15 @@ struct xfer_item {
   ucp_mem_h memh = nullptr;
 };
 
+/// What the progress thread and the application threads tell each other about one worker.
+struct alignas(64) worker_watch {
+  /// Bumped by every progress an application thread makes on the worker (`check`, `progress`):
+  /// while it keeps changing, that thread drives the worker and the progress thread stays off it.
+  std::atomic<std::uint32_t> user_polls{0};
+  /// The progress thread sleeps with this worker armed: a post must wake it.
+  std::atomic<int> armed_sleep{0};
+};
+
 class engine {
  public:
   engine(const config& cfg, const backend_context& ctx);
@@ -155,10 +174,15 @@ class engine {
   /// Deregistration and rkey release wait while an orphaned operation may still use them.
   void defer(mem_handle& m) noexcept;
   void defer(std::vector<rkey_handle>& rkeys) noexcept;
+  /// The worker of a new request: the calling thread's own with `num_threads`, else the next
+  /// one round-robin.
   std::uint32_t next_worker() noexcept {
-    return rr_.fetch_add(1, std::memory_order_relaxed) %
-           static_cast<std::uint32_t>(workers_.size());
+    const auto n = static_cast<std::uint32_t>(workers_.size());
+    if (cfg_.num_threads > 0) return thread_index() % n;
+    return rr_.fetch_add(1, std::memory_order_relaxed) % n;
   }
+  /// A small number per thread of the process, given in order of first use.
+  static std::uint32_t thread_index() noexcept;
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
   void progress_all() noexcept;
@@ -177,20 +201,35 @@ class engine {
   /// notification, or finishes the slot. Returns what post should report.
   status after_data(op_slot* s) noexcept;
 
-  /// One progress pass over worker `i`, plus a liveness probe of `p` when no thread watches.
+  /// One progress pass over worker `i` by an application thread, plus a liveness probe of `p`
+  /// when no thread watches.
   void poll(std::uint32_t i, peer_state* p) noexcept {
+    note_user_poll(i);
     ucp_worker_progress(workers_[i].get());
     if (!thread_.joinable() && p != nullptr && (p->pidfd >= 0 || p->local_alive)) probe(p);
   }
 
-  /// After posting: make sure the progress thread looks at the worker.
-  void kick() noexcept {
-    // A read-modify-write orders the posted work before the read of `sleeping_` (a full
-    // barrier, which a plain load is not); the thread stores `sleeping_` before its last pass.
-    if (thread_.joinable() && sleeping_.fetch_or(0, std::memory_order_seq_cst) != 0) wake();
+  /// Tells the progress thread that an application thread progresses worker `i`. Plain load
+  /// and store, not an atomic increment: a changing value is all the thread needs to see.
+  void note_user_poll(std::size_t i) noexcept {
+    auto& polls = watch_[i].user_polls;
+    polls.store(polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  /// After posting on worker `i`: wake the progress thread if it sleeps armed on that worker.
+  /// It does not when an application thread drives the worker (it then looks at it on a
+  /// timer), nor while it is awake.
+  void kick(std::uint32_t i) noexcept {
+    // A read-modify-write orders the posted work before the read of the flag (a full barrier,
+    // which a plain load is not); the thread sets the flag before its last pass.
+    if (thread_.joinable() && watch_[i].armed_sleep.fetch_or(0, std::memory_order_seq_cst) != 0)
+      wake();
   }
 
   static void on_flush(void* request, ucs_status_t st, void* user) noexcept;
+  /// One chunk's data has reached the target; the last one sends the notification or finishes
+  /// the slot. Returns what post should report when it ran the last one itself.
+  static status flush_done(op_slot* s) noexcept;
   static void on_am_done(void* request, ucs_status_t st, void* user) noexcept;
 
   static constexpr unsigned notif_am_id = 0x4e;  // 'N'
@@ -210,6 +249,8 @@ class engine {
   void check_local_peers() noexcept;
   void wake() noexcept;
   void run() noexcept;
+  bool sleep_armed(const std::vector<char>& user) noexcept;
+  void set_worker_events(std::size_t i, bool on) noexcept;
   void watch(peer_state* p);
   void mark_failed(peer_state* p, std::string_view why) noexcept;
   void close_eps(peer_state* p) noexcept;
@@ -222,6 +263,8 @@ class engine {
   std::string notif_prefix_;
   context_handle ctx_;
   std::vector<worker_handle> workers_;
+  std::unique_ptr<worker_watch[]> watch_;
+  std::vector<int> efds_;  ///< the workers' event fds (progress thread only)
   std::vector<std::string> addresses_;
   std::string conn_info_;
   bool cuda_ = false;
@@ -263,7 +306,6 @@ class engine {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
-  std::atomic<int> sleeping_{0};
   int timeout_ms_ = 100;
   std::thread thread_;
 };
@@ -296,14 +338,29 @@ inline status engine::after_data(op_slot* s) noexcept {
 inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
   auto* s = static_cast<op_slot*>(user);
-  // pairs with the release store in post(): the notification fields are visible here
-  const int state = s->state.load(std::memory_order_acquire);
-  if (st != UCS_OK || state == op_slot::orphan) {
-    // a released request sends no notification
-    s->owner->complete(s, st != UCS_OK ? to_status(st) : status::canceled);
-    return;
+  if (st != UCS_OK) {
+    int none = 0;
+    s->failure.compare_exchange_strong(none, static_cast<int>(to_status(st)),
+                                       std::memory_order_relaxed);
   }
-  if (s->owner->after_data(s) == status::in_progress) s->owner->kick();
+  flush_done(s);
+}
+
+inline status engine::flush_done(op_slot* s) noexcept {
+  // The last chunk's flush finishes the request. acq_rel: every chunk's outcome, and the
+  // notification fields written by post() (release store of `state`), are visible here.
+  if (s->flushes.fetch_sub(1, std::memory_order_acq_rel) != 1) return status::in_progress;
+  const int state = s->state.load(std::memory_order_acquire);
+  const int f = s->failure.load(std::memory_order_relaxed);
+  if (f != 0 || state == op_slot::orphan) {
+    // a released request sends no notification
+    const status e = f != 0 ? static_cast<status>(f) : status::canceled;
+    s->owner->complete(s, e);
+    return e;
+  }
+  const status st = s->owner->after_data(s);
+  if (st == status::in_progress) s->owner->kick(s->worker);
+  return st;
 }
 
 inline void engine::on_am_done(void* request, ucs_status_t st, void* user) noexcept {

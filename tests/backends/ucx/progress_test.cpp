@@ -1,0 +1,179 @@
+// The UCX progress thread's wake-ups and the worker structure: a request posted while the thread
+// sleeps long must still complete without the application polling; a worker an application
+// thread polled and then abandoned must be taken back; num_threads, worker_id= and
+// split_batch_size place requests on the workers they name.
+
+#include <nixl/backends/ucx.hpp>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend_sides.hpp"
+#include "nixl_test/catch.hpp"
+#include "ucx_support.hpp"
+
+using nixl::mem_kind;
+using nixl::status;
+using nixl::xfer_op;
+using ucx_test::buffer;
+using ucx_test::bytes_of;
+using ucx_test::code_of;
+using backend = nixl::ucx::backend;
+using namespace std::chrono_literals;
+using ucx_test::bd;
+using ucx_test::peer_link;
+using ucx_test::run_mode;
+using ucx_test::side;
+
+namespace {
+
+// Waits for the next notification of `from` at `to` (its progress thread delivers it; taking
+// notifications does not progress a backend that has one). Returns how long it took.
+std::chrono::milliseconds notif_delay(side& to, const std::string& from, std::size_t count,
+                                      nixl::notif_map& m) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ucx_test::wait_done([&] {
+    to.be.take_notifications(m);
+    if (m[from].size() >= count) return status::success;
+    std::this_thread::sleep_for(200us);
+    return status::in_progress;
+  });
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ucx progress thread: a post wakes a thread in a long sleep; an abandoned worker is "
+    "taken back") {
+  // Idle sleeps double up to 5 s: after 3 s of idleness the thread is in a sleep of about 2 s,
+  // so a post that did not wake it would wait that long. 8 MiB needs many progress steps (UCX
+  // 1.13 moves it in fragments that both sides handle; 1.22 copies it in the progress call).
+  constexpr std::size_t n = std::size_t{8} << 20;
+  const run_mode slow_idle{true, nixl::thread_sync::rw, 5s};
+  side init("init", n, {}, slow_idle), tgt("tgt", n, {}, slow_idle);
+  peer_link l(init, tgt, "tgt");
+  std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), n, init.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), n, l.rr)};
+  backend::request w;
+  init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+  nixl::notif_map m;
+
+  // parked, then woken by the post: the application never polls the request before its
+  // notification (sent once the data is at the target) arrives
+  std::this_thread::sleep_for(3s);
+  init.buf.fill(3);
+  status s = init.be.post(w, std::string_view("parked"));
+  REQUIRE((s == status::in_progress || s == status::success));
+  const auto woken = notif_delay(tgt, "init", 1, m);
+  CHECK(woken < 1000ms);
+  REQUIRE(m["init"].size() == 1);
+  CHECK(tgt.buf.holds(3, 0, n, 0));
+  CHECK(ucx_test::wait_done([&] { return init.be.check(w); }) == status::success);
+
+  // driven, then abandoned: the application polls the worker for a while (the thread leaves
+  // it alone), then posts and stops polling; the thread must take the worker back
+  const auto until = std::chrono::steady_clock::now() + 50ms;
+  while (std::chrono::steady_clock::now() < until) init.be.progress();
+  init.buf.fill(4);
+  s = init.be.post(w, std::string_view("abandoned"));
+  REQUIRE((s == status::in_progress || s == status::success));
+  const auto taken = notif_delay(tgt, "init", 2, m);
+  CHECK(taken < 1000ms);
+  REQUIRE(m["init"].size() == 2);
+  CHECK(m["init"][1] == "abandoned");
+  CHECK(tgt.buf.holds(4, 0, n, 0));
+  CHECK(ucx_test::wait_done([&] { return init.be.check(w); }) == status::success);
+  CHECK(init.be.release(w) == status::success);
+}
+
+TEST_CASE("ucx num_threads: one worker per posting thread") {
+  side a("threads", 1 << 16, {{"num_threads", "3"}}, run_mode{true, nixl::thread_sync::rw});
+  CHECK(a.be.configuration().num_workers == 3);
+  auto self = a.be.self_peer();
+  auto rr = a.be.load_local(a.reg);
+  std::vector<nixl::bound_desc<backend::region>> lo{bd(a.buf.addr(), 64, a.reg)};
+  std::vector<nixl::bound_desc<backend::remote_region>> re{bd(a.buf.addr() + 4096, 64, rr)};
+  // each thread's requests stay on its worker; three threads get three workers
+  std::vector<std::uint32_t> first(3), second(3);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t)
+    ts.emplace_back([&, t] {
+      backend::request r1, r2;
+      a.be.prepare(r1, xfer_op::write, lo, re, self);
+      a.be.prepare(r2, xfer_op::write, lo, re, self);
+      first[t] = r1.worker();
+      second[t] = r2.worker();
+      a.be.release(r1);
+      a.be.release(r2);
+    });
+  for (auto& t : ts) t.join();
+  CHECK(first == second);
+  CHECK(std::set<std::uint32_t>(first.begin(), first.end()).size() == 3);
+  CHECK(code_of([] {
+          backend::config::from_params({{"num_threads", "x"}});
+        }) == status::invalid_param);
+  a.be.unload_region(rr);
+}
+
+TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over workers") {
+  side init("init", 1 << 20, {{"num_workers", "3"}, {"split_batch_size", "4"}});
+  side tgt("tgt", 1 << 20, {{"num_workers", "2"}});
+  peer_link l(init, tgt, "tgt");
+  constexpr std::size_t n = 10, sz = 4096;
+  std::vector<nixl::bound_desc<backend::region>> lo;
+  std::vector<nixl::bound_desc<backend::remote_region>> re;
+  for (std::size_t i = 0; i < n; ++i) {
+    lo.push_back(bd(init.buf.addr() + i * sz, sz, init.reg));
+    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * 2 * sz, sz, l.rr));
+  }
+  // worker_id: among other custom items, on any request
+  backend::request one;
+  init.be.prepare(one, xfer_op::write, std::span(lo).first(1), std::span(re).first(1), l.peer,
+                  "foo=1, worker_id=2");
+  CHECK(one.worker() == 2);
+  CHECK(one.chunks() == 1);
+  CHECK(code_of([&] {
+          init.be.prepare(one, xfer_op::write, std::span(lo).first(1), std::span(re).first(1),
+                          l.peer, "worker_id=3");
+        }) == status::invalid_param);
+  CHECK(init.be.release(one) == status::success);
+
+  // 10 descriptors in chunks of 4: 3 chunks, starting at worker 1
+  backend::request w;
+  init.be.prepare(w, xfer_op::write, lo, re, l.peer, "worker_id=1");
+  CHECK(w.size() == n);
+  CHECK(w.chunks() == 3);
+  for (int round = 0; round < 3; ++round) {
+    init.buf.fill(static_cast<unsigned>(20 + round));
+    status s = init.be.post(w, std::string_view("split"));
+    if (s == status::in_progress) s = ucx_test::wait_done([&] { return init.be.check(w); });
+    REQUIRE(s == status::success);
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i)
+      ok = ok && tgt.buf.holds(static_cast<unsigned>(20 + round), (n - 1 - i) * 2 * sz, sz, i * sz);
+    CHECK(ok);
+  }
+  // one notification per post, after all chunks
+  nixl::notif_map m;
+  notif_delay(tgt, "init", 3, m);
+  CHECK(m["init"] == std::vector<std::string>(3, "split"));
+  // read back, split as well
+  tgt.buf.fill(30);
+  backend::request rd;
+  init.be.prepare(rd, xfer_op::read, lo, re, l.peer);
+  CHECK(rd.chunks() == 3);
+  status s = init.be.post(rd, {});
+  if (s == status::in_progress) s = ucx_test::wait_done([&] { return init.be.check(rd); });
+  CHECK(s == status::success);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i)
+    ok = ok && init.buf.holds(30, i * sz, sz, (n - 1 - i) * 2 * sz);
+  CHECK(ok);
+  CHECK(init.be.release(w) == status::success);
+  CHECK(init.be.release(rd) == status::success);
+}

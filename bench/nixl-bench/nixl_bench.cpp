@@ -60,6 +60,7 @@
 #endif
 
 #include "bench_common.hpp"
+#include "compare_nixl.hpp"
 #include "report.hpp"
 
 namespace nb = nixl_bench;
@@ -103,6 +104,12 @@ struct options {
   bool enable_pt = true;
   bool yield = false;
   bool ucx_alloc = false;
+  int pipeline_depth = 1;       // requests in flight per thread (repost mode)
+  bool reregister_mem = false;  // register + deregister the local blocks every iteration
+  std::string compare_nixl;     // folder of NIXL's packed nixlbench (run_pair.sh)
+  std::string compare_nixl_err_mode = "none";
+  int compare_nixl_runs = 2;
+  std::vector<std::string> compare_nixl_args;
   int processes = 0;  // 0: 2 for backends that reach other agents, 1 otherwise
   std::string role;   // "", "target", "initiator"
   std::string peer_ip = "127.0.0.1";
@@ -136,7 +143,8 @@ struct options {
   /// Bytes per thread on each side.
   std::size_t per_thread() const {
     if (total_buffer_size != 0) return total_buffer_size / static_cast<std::size_t>(num_threads);
-    return max_block_size * max_batch_size * stride_factor();
+    return max_block_size * max_batch_size * stride_factor() *
+           static_cast<std::size_t>(pipeline_depth);
   }
   std::size_t buffer_size() const { return per_thread() * static_cast<std::size_t>(num_threads); }
   bool local_only() const { return backend == "POSIX"; }
@@ -750,9 +758,106 @@ nixl::status wait(bench_agent::xfer_request& r, nixl::status s, target_side& tgt
   return s;
 }
 
+/// Requests of one thread that are in flight together (--pipeline_depth, repost mode).
+std::size_t pipelined_blocks(const options& o) {
+  return o.xfer_mode == "repost" ? static_cast<std::size_t>(o.pipeline_depth) : 1;
+}
+
 void must(nixl::status s, const char* what) {
   if (s != nixl::status::success)
     fail(fmt::format("{}: transfer ended with {}", what, nixl::to_string(s)));
+}
+
+// ---- modes added to nixlbench's: pipelined reposts, re-registration ----------------------------
+
+/// `--pipeline_depth D` (repost mode): D requests of `batch` blocks each, on consecutive blocks
+/// of the thread's range, all in flight; each is reposted as soon as it completes. The warm-up
+/// posts drain before the timed ones start. Tx is one request, from its post() until status()
+/// reports success; prep (making the D requests, per request) is reported once.
+template <class Start, class Record>
+void repost_pipelined(bench_agent& a, const options& o, const segment& local, target_side& tgt,
+                      const nb::layout& lay, int t, const nb::point& p,
+                      const nixl::xfer_options& xo, thread_out& out, Start&& mark_start,
+                      Record&& record) {
+  const auto depth = static_cast<std::size_t>(o.pipeline_depth);
+  std::vector<bench_agent::xfer_request> reqs;
+  reqs.reserve(depth);
+  const auto t0 = nb::clock::now();
+  for (std::size_t d = 0; d < depth; ++d) {
+    nixl::xfer_dlist l(local.kind()), r(tgt.kind());
+    for (std::size_t i = 0; i < p.batch; ++i) {
+      const std::size_t off = lay.offset(t, d * p.batch + i);
+      l.push_back(local.at(off, p.block));
+      r.push_back(tgt.at(off, p.block));
+    }
+    reqs.push_back(a.create_request(o.op(), l, r, tgt.agent(), xo));
+  }
+  const double prep = nb::us_since(t0, nb::clock::now()) / static_cast<double>(depth);
+  out.descs = reqs[0].descriptor_count();
+
+  struct flight {
+    int iter = 0;
+    nb::clock::time_point t1, t2;
+    bool busy = false;
+  };
+  std::vector<flight> fl(depth);
+  int next = 0;
+  // Posts request d until one stays in flight (true) or `end` iterations were posted (false).
+  auto launch = [&](std::size_t d, int end) {
+    while (next < end) {
+      flight& f = fl[d];
+      f.iter = next++;
+      f.t1 = nb::clock::now();
+      const auto s = reqs[d].post();
+      f.t2 = nb::clock::now();
+      if (s == nixl::status::in_progress) return f.busy = true;
+      must(s, "post");
+      record(f.iter, 0.0, nb::us_since(f.t1, f.t2), nb::us_since(f.t1, nb::clock::now()));
+    }
+    return false;
+  };
+  auto phase = [&](int end) {
+    std::size_t live = 0;
+    for (std::size_t d = 0; d < depth; ++d) live += launch(d, end) ? 1 : 0;
+    while (live > 0) {
+      tgt.idle();
+      for (std::size_t d = 0; d < depth; ++d) {
+        flight& f = fl[d];
+        if (!f.busy) continue;
+        const auto s = reqs[d].status();
+        if (s == nixl::status::in_progress) continue;
+        must(s, "post");
+        record(f.iter, 0.0, nb::us_since(f.t1, f.t2), nb::us_since(f.t1, nb::clock::now()));
+        f.busy = false;
+        if (!launch(d, end)) --live;
+      }
+      if (o.yield) std::this_thread::yield();
+    }
+  };
+  phase(p.warmup);
+  mark_start(p.warmup);
+  phase(p.warmup + p.iters);
+  out.end = nb::clock::now();
+  out.prep.assign(out.prep.empty() ? 0 : 1, prep);
+}
+
+/// `--reregister_mem`: the thread's local blocks are registered before each request is made
+/// and deregistered after it is released (nixlbench's flag); prep includes the registration.
+template <class Timed>
+void reregister_each(bench_agent& a, const options& o, const segment& local, target_side& tgt,
+                     const nb::layout& lay, int t, const nb::point& p, const nixl::xfer_options& xo,
+                     const nixl::xfer_dlist& l, const nixl::xfer_dlist& r, Timed&& timed) {
+  nixl::reg_dlist reg(local.kind());
+  for (std::size_t i = 0; i < p.batch; ++i)
+    reg.push_back({local.at(lay.offset(t, i), p.block), ""});
+  const nixl::backend_options bo{{o.backend}};
+  for (int k = 0; k < p.warmup + p.iters; ++k) {
+    timed(k, [&] {
+      a.register_memory(reg, bo);
+      return a.create_request(o.op(), l, r, tgt.agent(), xo);
+    });
+    a.deregister_memory(reg, bo);
+  }
 }
 
 nb::row run_point(bench_agent& a, const options& o, segment& local, target_side& tgt,
@@ -806,7 +911,9 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           out.start = nb::clock::now();
         }
       };
-      if (o.xfer_mode == "repost") {
+      if (o.xfer_mode == "repost" && o.pipeline_depth > 1) {
+        repost_pipelined(a, o, local, tgt, lay, t, p, xo, out, mark_start, record);
+      } else if (o.xfer_mode == "repost") {
         const auto t0 = nb::clock::now();
         auto req = a.create_request(op, l, r, tgt.agent(), xo);
         const double prep = nb::us_since(t0, nb::clock::now());
@@ -839,7 +946,9 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           req.release();
           record(k, nb::us_since(t0, t1), nb::us_since(t1, t2), nb::us_since(t1, t3));
         };
-        if (o.xfer_mode == "recreate") {
+        if (o.reregister_mem) {
+          reregister_each(a, o, local, tgt, lay, t, p, xo, l, r, timed);
+        } else if (o.xfer_mode == "recreate") {
           for (int k = 0; k < total; ++k)
             timed(k, [&] { return a.create_request(op, l, r, tgt.agent(), xo); });
         } else {
@@ -894,7 +1003,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
     const std::size_t count =
         o.xfer_mode == "prepared"
             ? std::min(slots, static_cast<std::size_t>(p.warmup + p.iters) * p.batch)
-            : p.batch;
+            : p.batch * pipelined_blocks(o);
     auto bad = op == nixl::xfer_op::write ? tgt.verify(lay, count, threads, seed)
                                           : local.verify(lay, count, threads, seed);
     if (bad)
@@ -908,8 +1017,11 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   // Baseline, after the run so that both do not compete for the cores.
   nb::point bp = p;
   if (o.baseline == "memcpy" && local.kind() == nixl::mem_kind::dram) {
-    auto b = memcpy_baseline(local.host(), scratch.data(), lay, p.batch, bp,
-                             op == nixl::xfer_op::read, o.xfer_mode == "prepared" ? slots : 0);
+    auto b =
+        memcpy_baseline(local.host(), scratch.data(), lay, p.batch, bp, op == nixl::xfer_op::read,
+                        o.xfer_mode == "prepared" ? slots
+                        : pipelined_blocks(o) > 1 ? p.batch * pipelined_blocks(o)
+                                                  : 0);
     row.base_gbps = b.gbps;
     row.base_us = b.us;
   } else if (o.baseline == "fio") {
@@ -931,6 +1043,44 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   return row;
 }
 
+// ---- --compare_nixl: NIXL's nixlbench over the same sweep, in the same run ---------------------
+
+/// nixlbench's arguments for the sweep `o` describes (its flag names are ours).
+std::vector<std::string> nixlbench_args(const options& o) {
+  std::vector<std::string> v = {
+      "--op_type=" + o.op_type,
+      "--initiator_seg_type=" + o.initiator_seg_type,
+      "--target_seg_type=" + o.target_seg_type,
+      fmt::format("--start_block_size={}", o.start_block_size),
+      fmt::format("--max_block_size={}", o.max_block_size),
+      fmt::format("--start_batch_size={}", o.start_batch_size),
+      fmt::format("--max_batch_size={}", o.max_batch_size),
+      fmt::format("--num_iter={}", o.num_iter),
+      fmt::format("--warmup_iter={}", o.warmup_iter),
+      fmt::format("--large_blk_iter_ftr={}", o.large_blk_iter_ftr),
+      fmt::format("--num_threads={}", o.num_threads),
+      fmt::format("--pipeline_depth={}", o.pipeline_depth),
+      fmt::format("--total_buffer_size={}", o.buffer_size()),
+      "--enable_pt=false",  // NIXL's fastest setting on one host; override with --compare_nixl_args
+  };
+  if (o.check_consistency) v.push_back("--check_consistency");
+  if (o.xfer_mode == "recreate") v.push_back("--recreate_xfer");
+  if (o.xfer_mode == "prepared") v.push_back("--prepared_xfer");
+  if (o.reregister_mem) v.push_back("--reregister_mem");
+  v.insert(v.end(), o.compare_nixl_args.begin(), o.compare_nixl_args.end());
+  return v;
+}
+
+/// One nixlbench run (round `round`); its rows, empty when it failed.
+std::vector<nb::nixl_row> nixlbench_run(const options& o, int round) {
+  const auto out =
+      nb::run_nixlbench(o.compare_nixl, nixlbench_args(o), o.compare_nixl_err_mode, round);
+  auto rows = nb::parse_nixlbench(out);
+  if (rows.empty() && !out.empty())
+    fmt::print(stderr, "nixl-bench: no result rows in NIXL's output:\n{}\n", out);
+  return rows;
+}
+
 int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
@@ -939,7 +1089,7 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   a.create_backend(o.backend, backend_params(o));
   segment local(o.initiator_kind(), o.buffer_size(), o, o.initiator_gpu, "initiator",
                 o.initiator_kind() == nixl::mem_kind::dram ? ucx_allocator(a, o) : nullptr);
-  local.register_with(a, {{o.backend}});
+  if (!o.reregister_mem) local.register_with(a, {{o.backend}});
 
   // With etcd the exchange lives as long as the run: its lease carries our keys, and the target
   // drops us when they go.
@@ -991,6 +1141,10 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
     tgt = std::make_unique<remote_target>(a, std::move(where), child.value_or(-1));
   }
 
+  // NIXL's runs alternate with ours: one before the sweep, the rest after it.
+  std::vector<std::vector<nb::nixl_row>> nixl_runs;
+  if (!o.compare_nixl.empty() && o.compare_nixl_runs > 0) nixl_runs.push_back(nixlbench_run(o, 0));
+
   auto points = nb::sweep_points(o.start_block_size, o.max_block_size, o.start_batch_size,
                                  o.max_batch_size, o.num_iter, o.warmup_iter, o.large_blk_iter_ftr);
   nb::run_info info{o.backend,  o.op_type,   o.initiator_seg_type, o.target_seg_type, o.xfer_mode,
@@ -1014,6 +1168,13 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   }
   tgt->finish();
   tgt.reset();
+  for (int k = 1; k < o.compare_nixl_runs && !o.compare_nixl.empty(); ++k)
+    nixl_runs.push_back(nixlbench_run(o, k));
+  if (!nixl_runs.empty())
+    nb::print_compare(stdout,
+                      fmt::format("{}, UCX error mode {}, best of {} runs", o.compare_nixl,
+                                  o.compare_nixl_err_mode, nixl_runs.size()),
+                      rows, nb::best_of(nixl_runs));
 
   if (o.output_format == "csv") {
     nb::write_csv("/dev/stdout", info, rows);
@@ -1065,6 +1226,17 @@ void validate(options& o) {
   if (o.baseline == "cuda") o.baseline = "none";
 #endif
   if (o.baseline == "memcpy" && o.initiator_kind() != nixl::mem_kind::dram) o.baseline = "none";
+  if (o.pipeline_depth > 1 && o.xfer_mode != "repost")
+    fail("--pipeline_depth needs --xfer_mode repost (requests made once, reposted)");
+  if (o.reregister_mem && o.xfer_mode == "prepared")
+    fail("--reregister_mem and --prepared_xfer exclude each other (as in nixlbench)");
+  if (o.reregister_mem) o.xfer_mode = "recreate";
+  if (!o.compare_nixl.empty() && ::access((o.compare_nixl + "/run_pair.sh").c_str(), X_OK) != 0)
+    fail("--compare_nixl " + o.compare_nixl +
+         ": no run_pair.sh there; give the folder of NIXL's packed nixlbench "
+         "(e.g. ../shared/peers/nixl-1.4)");
+  if (!o.compare_nixl.empty() && (o.backend != "UCX" || o.processes != 2))
+    fail("--compare_nixl compares two-process UCX runs (NIXL's run_pair.sh)");
   if (o.per_thread() < o.start_block_size * o.start_batch_size * o.stride_factor())
     fail("--total_buffer_size is too small for the first point");
 }
@@ -1116,6 +1288,23 @@ int main(int argc, char** argv) {
   app.add_flag("--ucx_alloc", o.ucx_alloc,
                "UCX: allocate DRAM through the backend (UCP_MEM_MAP_ALLOCATE); peers on one host "
                "then reach it through shared memory without the target's help");
+  app.add_option("--pipeline_depth", o.pipeline_depth,
+                 "requests in flight per thread (repost mode), each reposted when it completes")
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--reregister_mem", o.reregister_mem,
+               "register and deregister the local blocks around every request (implies "
+               "recreate)");
+  app.add_option("--compare_nixl", o.compare_nixl,
+                 "folder of NIXL's packed nixlbench (run_pair.sh): run it over the same sweep "
+                 "in this run and print both with ratios");
+  app.add_option("--compare_nixl_err_mode", o.compare_nixl_err_mode,
+                 "NIXL's UCX error mode for --compare_nixl (none: its fastest on one host)")
+      ->check(CLI::IsMember({"none", "peer"}));
+  app.add_option("--compare_nixl_runs", o.compare_nixl_runs,
+                 "NIXL runs: one before the sweep, the others after; the best counts")
+      ->check(CLI::Range(1, 10));
+  app.add_option("--compare_nixl_args", o.compare_nixl_args, "more nixlbench arguments")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--yield", o.yield, "yield the CPU between polls instead of spinning");
   app.add_option("--processes", o.processes,
                  "1: target in this process; 2: a target process over loopback (0: 2 for UCX)")

@@ -557,10 +557,12 @@ void engine::wake() noexcept {
 //  - event mode: it progresses the worker, keeps polling for `progress_spin` after work, then
 //    arms it and sleeps on its event fd; a post on the worker wakes it (kick);
 //  - driven mode: an application thread progresses the worker (request status polls, agent
-//    progress), seen as a changing `user_polls` counter. The thread then neither polls nor arms
-//    that worker, so incoming messages do not wake it and it does not compete with that thread
-//    for the worker or the cores; it progresses the worker once per tick instead, and goes back
-//    to event mode when the application thread has not polled for two ticks.
+//    progress), seen as a changing `user_polls` counter. The thread then neither progresses
+//    nor arms that worker: incoming messages do not wake it, it does not compete with that
+//    thread for the cores, and it never holds the worker's lock when that thread wants it (on
+//    a busy machine a lock holder that loses its core stalls the poller for a time slice). It
+//    looks at the counter every tick and takes the worker back to event mode when no
+//    application thread has progressed it for two ticks.
 // A missed event-fd wake-up (UCX 1.13 can miss one; NIXL polls every 1 ms for that reason) costs
 // at most 1 ms during traffic: the sleep after work is 1 ms, doubling while idle up to the
 // configured period.
@@ -576,7 +578,6 @@ void engine::run() noexcept {
   std::vector<std::int64_t> last_user(nw, std::numeric_limits<std::int64_t>::min() / 2);
   std::vector<char> driven(nw, 0);
   std::int64_t last_work = 0;
-  std::int64_t last_tick = 0;
   std::int64_t last_local_check = 0;
   int sleep_ms = 1;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -603,11 +604,6 @@ void engine::run() noexcept {
     for (std::size_t i = 0; i < nw; ++i) {
       if (driven[i]) continue;
       for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) busy = true;
-    }
-    if (any_driven && now - last_tick >= tick_ns) {
-      last_tick = now;
-      for (std::size_t i = 0; i < nw; ++i)
-        if (driven[i]) ucp_worker_progress(workers_[i].get());
     }
     if (busy) {
       last_work = now_ns();

@@ -156,7 +156,8 @@ struct options {
 
 nixl::params backend_params(const options& o) {
   nixl::params p;
-  if (o.backend == "UCX" && o.num_threads > 1) p["num_workers"] = std::to_string(o.num_threads);
+  // UCX: a worker per posting thread, each request on the worker of the thread that makes it
+  if (o.backend == "UCX" && o.num_threads > 1) p["num_threads"] = std::to_string(o.num_threads);
   if (o.backend == "POSIX") {
     if (o.posix_api_type == "URING")
       p["use_uring"] = "true";

@@ -904,6 +904,7 @@ void engine::close_eps(peer_state* p) noexcept {
   // dead peer end quickly (written into memory still mapped, or failed by the kernel).
   wait_all(pending, now_ns() + 1'000'000'000, false);
   p->eps.clear();
+  std::lock_guard lk(peers_mu_);  // the progress thread reads `closed` (check_local_peers)
   p->closed = true;
 }
 

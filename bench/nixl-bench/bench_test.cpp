@@ -9,6 +9,7 @@
 #include <nixl_test/catch.hpp>
 
 #include "bench_common.hpp"
+#include "compare_nixl.hpp"
 #include "report.hpp"
 
 namespace nb = nixl_bench;
@@ -96,4 +97,34 @@ TEST_CASE("CSV and JSON carry every point and the ratio") {
   CHECK(j["points"][0]["ratio"].get<double>() == Approx(0.5));
   CHECK_FALSE(j["points"][1].contains("ratio"));
   CHECK(j["processes"] == 2);
+}
+
+TEST_CASE("compare_nixl: nixlbench's result rows are read, the rest of its output skipped") {
+  const std::string out =
+      "Num iter (--num_iter=N)                                     : 1008\n"
+      "Block Size (B)      Batch Size     B/W (GB/Sec)   Avg Lat. (us)  Avg Prep (us)  P99 Prep "
+      "(us)  Avg Post (us)  P99 Post (us)  Avg Tx (us)    P99 Tx (us)\n"
+      "-----------------------------------------------------------------\n"
+      "4096                1              1.079          3.8            38.0           38.0     "
+      "      2.5            4.0            1.7            3.0\n"
+      "[vm:1:0] UCX WARN 4096 something 1 2 3 4 5 6 7 8\n"
+      "8192                2              0.5            16.4           55.0           55.0     "
+      "      44.7           12.0           683.1          36021.0\n";
+  const auto rows = nb::parse_nixlbench(out);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].block == 4096);
+  CHECK(rows[0].batch == 1);
+  CHECK(rows[0].gbps == Approx(1.079));
+  CHECK(rows[0].avg_lat == Approx(3.8));
+  CHECK(rows[1].batch == 2);
+  CHECK(rows[1].tx_p99 == Approx(36021.0));
+  // best of two runs: highest bandwidth, lowest latency, per point
+  auto second = rows;
+  second[0].gbps = 2.0;
+  second[0].avg_lat = 5.0;
+  const auto best = nb::best_of({rows, second});
+  REQUIRE(best.size() == 2);
+  CHECK(best[0].gbps == Approx(2.0));
+  CHECK(best[0].avg_lat == Approx(3.8));
+  CHECK(nb::parse_nixlbench("no table here\n").empty());
 }

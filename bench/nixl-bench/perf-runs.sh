@@ -33,7 +33,7 @@ export -f run_bin
 nixl4k() {
   say "NIXL nixlbench (error mode none, no progress thread) 4K x $1"
   PORT=$((20000 + RANDOM % 20000)) NIXLBENCH_UCX_ERR_MODE=none GRACE=5 timeout 120 \
-    "$nixl/run_pair.sh" n4k "$out/nixl-logs" --op_type=WRITE --start_block_size=4096 \
+    "$nixl/run_pair.sh" n4k /tmp/nixl-bench-logs --op_type=WRITE --start_block_size=4096 \
     --max_block_size=4096 --num_iter="$1" --warmup_iter=1000 --total_buffer_size=1048576 \
     2>/dev/null | grep -E '^Block|^4096'
 }
@@ -45,9 +45,9 @@ sweep=(--backend UCX --processes 2 --op_type WRITE --start_block_size 4K --max_b
   echo "## A. 4 KiB WRITE, 20000 requests: before (default) / after (default) / after, no" \
        "progress threads / NIXL (its fastest), three rounds"
   for r in 1 2 3; do
-    nb "$before" "${k4[@]}" | tail -1
-    nb "$after" "${k4[@]}" | tail -1
-    nb "$after" "${k4[@]}" --enable_pt false | tail -1
+    nb "$before" "${k4[@]}" | grep -E '^[$]|^ +4096'
+    nb "$after" "${k4[@]}" | grep -E '^[$]|^ +4096'
+    nb "$after" "${k4[@]}" --enable_pt false | grep -E '^[$]|^ +4096'
     nixl4k 20000
   done
 } | tee "$out/a-4k.txt"

@@ -256,20 +256,19 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   s->ep = r.ep_;
   s->worker = r.worker_;
   const std::size_t nchunks = r.chunks_.empty() ? 1 : r.chunks_.size();
-  s->flushes.store(static_cast<int>(nchunks), std::memory_order_relaxed);
+  // One count per chunk's flush, one per put/get UCX keeps, and one held while posting (so that
+  // no callback can end the request before every operation of it is counted).
+  s->flushes.store(static_cast<int>(nchunks) + 1, std::memory_order_relaxed);
   s->failure.store(0, std::memory_order_relaxed);
   s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
   s->state.store(detail::op_slot::busy, std::memory_order_release);
 
-  status st = status::in_progress;
   if (r.chunks_.empty()) {
-    st = post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+    post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
   } else {
-    for (const chunk& c : r.chunks_) {
-      const status cs = post_chunk(r, c);
-      if (cs != status::in_progress) st = cs;  // the last chunk may have finished the request
-    }
+    for (const chunk& c : r.chunks_) post_chunk(r, c);
   }
+  const status st = detail::engine::flush_done(s);  // drops the posting count
   if (st == status::in_progress) {
     if (r.chunks_.empty()) {
       eng_->kick(r.worker_);
@@ -282,10 +281,16 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 
 // Puts (or gets) of one chunk, then the flush of its endpoint. Returns the request's state when
 // this chunk's flush completed at once and was the last (success or an error), else in_progress.
+// A put or get that UCX keeps reports its own outcome through the same callback as the flush:
+// in error mode `none`, a failed operation (1.22: a cma write to a process that exited) still
+// lets the flush succeed, so the flush alone would report success for data that never landed.
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   detail::op_slot* s = r.slot_;
   ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &detail::engine::on_flush;
+  p.user_data = s;
   const bool write = r.op_ == xfer_op::write;
   for (std::uint32_t i = c.begin; i < c.end; ++i) {
     const detail::xfer_item& it = r.items_[i];
@@ -293,7 +298,7 @@ inline status backend::post_chunk(request& r, const chunk& c) noexcept {
     ucs_status_ptr_t sp = write ? ucp_put_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p)
                                 : ucp_get_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p);
     if (UCS_PTR_IS_PTR(sp)) {
-      ucp_request_free(sp);  // completion is observed through the flush below
+      s->flushes.fetch_add(1, std::memory_order_relaxed);  // its callback ends it
     } else if (UCS_PTR_IS_ERR(sp)) {
       int none = 0;
       s->failure.compare_exchange_strong(

@@ -86,7 +86,7 @@ struct op_slot {
   std::atomic<int> result{static_cast<int>(status::success)};
   bool has_notif = false;
   std::uint32_t worker = 0;     ///< index of the worker the notification goes out on
-  std::atomic<int> flushes{0};  ///< flushes still outstanding (one per chunk of the request)
+  std::atomic<int> flushes{0};  ///< callbacks still outstanding (flushes, kept puts/gets)
   std::atomic<int> failure{0};  ///< first error of a chunk (a `status`), 0: none
   ucp_ep_h ep = nullptr;
   engine* owner = nullptr;

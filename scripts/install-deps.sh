@@ -7,7 +7,8 @@ pkgs=(
   libucx-dev ucx-utils liburing-dev libaio-dev
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
-  fio gnuplot-nox procps
+  libssl-dev iproute2 util-linux curl
+  fio iperf3 gnuplot-nox procps
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -104,7 +104,8 @@ constexpr std::uint8_t flag_device_access = 2;
 // ---- IPC mappings, shared by every backend of the process ----------------------------------
 //
 // cudaIpcOpenMemHandle maps a whole allocation; several registered regions of a peer (tensors
-// of one caching-allocator segment) share it, and one process may open a handle only once.
+// of one caching-allocator segment) share it, and one process may open a handle only once per
+// GPU. Mappings are therefore kept per (handle, GPU).
 
 struct ipc_mapping {
   void* base = nullptr;
@@ -112,10 +113,13 @@ struct ipc_mapping {
   std::size_t refs = 0;
 };
 
+static_assert(CUDA_IPC_HANDLE_SIZE == 64, "remote_region::ipc_handle holds 64 bytes");
+using ipc_key = std::pair<std::array<char, CUDA_IPC_HANDLE_SIZE>, int>;
+
 struct ipc_table {
   std::mutex mu;
-  std::map<std::array<char, CUDA_IPC_HANDLE_SIZE>, ipc_mapping> open;
-  std::map<void*, std::array<char, CUDA_IPC_HANDLE_SIZE>> by_base;
+  std::map<ipc_key, ipc_mapping> open;
+  std::map<void*, ipc_key> by_base;
 };
 
 ipc_table& ipc() {
@@ -126,7 +130,7 @@ ipc_table& ipc() {
 void* ipc_open(const std::array<char, CUDA_IPC_HANDLE_SIZE>& h, int device) {
   auto& t = ipc();
   std::lock_guard lk(t.mu);
-  auto it = t.open.find(h);
+  auto it = t.open.find({h, device});
   if (it != t.open.end()) {
     ++it->second.refs;
     return it->second.base;
@@ -139,8 +143,8 @@ void* ipc_open(const std::array<char, CUDA_IPC_HANDLE_SIZE>& h, int device) {
       cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess),
       "the peer's memory could not be mapped: it must be alive, in a process of this host that "
       "sees the same GPUs, and allocated with cudaMalloc (not cuMemCreate/VMM)");
-  t.open.emplace(h, ipc_mapping{base, device, 1});
-  t.by_base.emplace(base, h);
+  t.open.emplace(ipc_key{h, device}, ipc_mapping{base, device, 1});
+  t.by_base.emplace(base, ipc_key{h, device});
   return base;
 }
 
@@ -596,6 +600,8 @@ void backend::unload_region(remote_region& r) noexcept {
     detail::ipc_close(r.ipc_base);
     r.ipc_base = nullptr;
   }
+  for (auto& [dev, base] : r.ipc_more) detail::ipc_close(base);
+  r.ipc_more.clear();
   r.access = 0;
 }
 
@@ -675,6 +681,8 @@ backend::remote_region backend::unpack(peer& p, mem_kind kind, const nixl::desc&
   rr.owner_gpu = ordinal >= 0;
   rr.ipc_base = detail::ipc_open(handle, rr.device);
   rr.access = reinterpret_cast<std::uintptr_t>(rr.ipc_base) + offset;
+  rr.ipc_handle = handle;
+  rr.ipc_offset = offset;
   rr.device_access = true;
   return rr;
 }
@@ -690,6 +698,30 @@ int backend::exec_device(const region& l, const remote_region& r, xfer_op op) co
   if (l.kind == mem_kind::vram) return l.device;
   if (r.kind == mem_kind::vram) return r.device;
   raise(status::not_supported, "CUDA backend: DRAM -> DRAM needs no GPU; use another backend");
+}
+
+// The address through which GPU `device` reaches remote region `r`. A peer process's memory
+// is mapped on its owning GPU at load (or GPU 0 when the owner is not visible here). A copy
+// issued on another GPU's stream into that mapping went through a staged path: 38 GB/s instead
+// of 390 between two H200s, and the batch kernel faulted (docs/cuda.md, "Across processes").
+// So the memory is mapped again on the executing GPU, by the first request that runs there,
+// and every copy runs in the context that holds its mapping.
+std::uintptr_t backend::access_on(const remote_region& r, int device) const {
+  if (r.ipc_base == nullptr || device == r.device) return r.access;
+  {
+    std::lock_guard lk(st_->mu);
+    for (const auto& [dev, base] : r.ipc_more)
+      if (dev == device) return reinterpret_cast<std::uintptr_t>(base) + r.ipc_offset;
+  }
+  void* base = detail::ipc_open(r.ipc_handle, device);
+  std::lock_guard lk(st_->mu);
+  for (const auto& [dev, b] : r.ipc_more)
+    if (dev == device) {  // another thread mapped it meanwhile: keep one reference
+      detail::ipc_close(base);
+      return reinterpret_cast<std::uintptr_t>(b) + r.ipc_offset;
+    }
+  r.ipc_more.emplace_back(device, base);
+  return reinterpret_cast<std::uintptr_t>(base) + r.ipc_offset;
 }
 
 bool backend::ensure_peer_access(int from, int to) {
@@ -779,7 +811,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const nixl::bound_desc
     if (l.len == 0) continue;
     const int dev = exec_device(lr, rr, op);
     const std::uint64_t lp = lr.access + (l.addr - lr.addr);
-    const std::uint64_t rp = rr.access + (r.addr - rr.addr);
+    const std::uint64_t rp = access_on(rr, dev) + (r.addr - rr.addr);
     copy_item it = op == xfer_op::write ? copy_item{lp, rp, l.len} : copy_item{rp, lp, l.len};
     // The kernel needs both ends reachable from the executing GPU.
     const int other = lr.kind == mem_kind::vram && lr.device == dev ? rr.device : lr.device;

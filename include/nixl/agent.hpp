@@ -858,29 +858,40 @@ requires(sizeof...(Backends) > 0) class agent {
   }
 
   /// Calls `f.template operator()<B>()` for candidate backends in preference order until it
-  /// returns true.
+  /// returns true: the backends named in `names`, in that order; else those that prefer the
+  /// pair (nixl::prefers), then the others, each group in type order. A candidate that throws
+  /// `not_supported` (it cannot reach that peer) passes to the next; the refusal is rethrown
+  /// when no other candidate takes the request.
   template <class F>
   void for_candidates(mem_kind lk, mem_kind rk, const peer_state& st,
                       const std::vector<std::string>& names, F&& f) {
+    std::optional<error> refused;
     auto try_one = [&]<class B>() {
       if (!slot<B>().engine || !moves<B>(lk, rk)) return false;
       if (!std::get<peer_slot<B>>(st.slots).peer) return false;
-      return static_cast<bool>(f.template operator()<B>());
+      try {
+        return static_cast<bool>(f.template operator()<B>());
+      } catch (const error& e) {
+        if (e.status_code() != status::not_supported) throw;
+        refused = e;
+        return false;
+      }
     };
+    bool done = false;
     if (names.empty()) {
-      bool done = false;
-      detail::for_each_type<Backends...>([&]<class B>() {
-        if (!done) done = try_one.template operator()<B>();
-      });
-      return;
+      for (const bool preferred : {true, false})
+        detail::for_each_type<Backends...>([&]<class B>() {
+          if (!done && prefers<B>(lk, rk) == preferred) done = try_one.template operator()<B>();
+        });
+    } else {
+      for (const auto& n : names) {
+        detail::for_each_type<Backends...>([&]<class B>() {
+          if (!done && B::name == n) done = try_one.template operator()<B>();
+        });
+        if (done) break;
+      }
     }
-    for (const auto& n : names) {
-      bool done = false;
-      detail::for_each_type<Backends...>([&]<class B>() {
-        if (!done && B::name == n) done = try_one.template operator()<B>();
-      });
-      if (done) return;
-    }
+    if (!done && refused) throw *refused;
   }
 
   template <class B>

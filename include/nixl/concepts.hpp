@@ -129,6 +129,18 @@ constexpr bool moves(mem_kind local, mem_kind remote) noexcept {
     return true;
 }
 
+/// True when backend `B` asks to be tried before the others for this pair of kinds, with its
+/// optional `static constexpr bool prefers(mem_kind local, mem_kind remote)`. The agent tries
+/// preferring backends first, then the rest, each group in the agent's type order; a backend
+/// that refuses a request with `not_supported` (a peer it cannot reach) passes it on.
+template <backend B>
+constexpr bool prefers(mem_kind local, mem_kind remote) noexcept {
+  if constexpr (requires { B::prefers(local, remote); })
+    return moves<B>(local, remote) && B::prefers(local, remote);
+  else
+    return false;
+}
+
 /// `B` moves data between local kind `Local` and remote kind `Remote`.
 template <class B, class Local, class Remote>
 concept backend_for = backend<B> && kind_tag<Local> && kind_tag<Remote> &&

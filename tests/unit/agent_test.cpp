@@ -441,3 +441,59 @@ TEST_CASE("make_connection and query_memory errors") {
   CHECK(code_of([&] { (void)f.a.query_memory(nixl::reg_dlist{}, {{"MEMCPY"}}); }) ==
         status::not_supported);
 }
+
+namespace {
+/// A backend that asks to be tried first (nixl::prefers) and refuses peers named "far" with
+/// not_supported, as the CUDA backend refuses peers on another host.
+class picky_backend : public memcpy_backend {
+ public:
+  static constexpr std::string_view name = "PICKY";
+  static constexpr bool prefers(nixl::mem_kind, nixl::mem_kind) noexcept { return true; }
+  using memcpy_backend::memcpy_backend;
+  void prepare(request& r, xfer_op op, std::span<const nixl::bound_desc<region>> local,
+               std::span<const nixl::bound_desc<remote_region>> remote, peer& p) {
+    if (p.name == "far")
+      nixl::raise(status::not_supported, "PICKY: agent '{}' is out of reach", p.name);
+    memcpy_backend::prepare(r, op, local, remote, p);
+  }
+};
+}  // namespace
+
+TEST_CASE("a preferring backend goes first; its not_supported passes the request on") {
+  using two = nixl::agent<memcpy_backend, picky_backend>;
+  static_assert(nixl::prefers<picky_backend>(nixl::mem_kind::dram, nixl::mem_kind::dram));
+  static_assert(!nixl::prefers<memcpy_backend>(nixl::mem_kind::dram, nixl::mem_kind::dram));
+  two a("initiator"), near("near"), far("far");
+  for (two* x : {&a, &near, &far}) {
+    x->create_backend<memcpy_backend>();
+    x->create_backend<picky_backend>();
+  }
+  buffer src(256), dst(256, 0), dst2(256, 0);
+  src.iota();
+  a.register_memory(src.reg());
+  near.register_memory(dst.reg());
+  far.register_memory(dst2.reg());
+  a.load_remote_metadata(near.local_metadata());
+  a.load_remote_metadata(far.local_metadata());
+  // run-time lists: the agent chooses the backend per request (typed lists choose at compile time)
+  auto rt = [](const nixl::xfer_list<nixl::dram_t>& l) -> nixl::xfer_dlist { return l; };
+
+  auto r1 = a.create_request(xfer_op::write, rt(src.blocks(4, 64)), rt(dst.blocks(4, 64)), "near");
+  CHECK(r1.backend_name() == "PICKY");  // preferred, although second in the type list
+  CHECK(r1.post() == status::success);
+  CHECK(src.bytes == dst.bytes);
+
+  auto r2 = a.create_request(xfer_op::write, rt(src.blocks(4, 64)), rt(dst2.blocks(4, 64)), "far");
+  CHECK(r2.backend_name() == "MEMCPY");  // PICKY refused: the next candidate took it
+  CHECK(r2.post() == status::success);
+  CHECK(src.bytes == dst2.bytes);
+
+  // named explicitly, the refusal reaches the caller
+  CHECK(code_of([&] {
+          (void)a.create_request(xfer_op::write, rt(src.blocks(4, 64)), rt(dst2.blocks(4, 64)),
+                                 "far", {.backends = {"PICKY"}});
+        }) == status::not_supported);
+  CHECK(a.create_request(xfer_op::write, rt(src.blocks(4, 64)), rt(dst.blocks(4, 64)), "near",
+                         {.backends = {"MEMCPY"}})
+            .backend_name() == "MEMCPY");
+}

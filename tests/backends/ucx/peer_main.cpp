@@ -1,5 +1,7 @@
 // Target process of the two-process UCX tests. Usage:
 //   nixl_ucx_peer <name> <buffer bytes> [--no-thread] [--mode=auto|peer|none] [--alloc]
+//                 [--vram=<gpu>]
+// --vram (builds with the CUDA toolkit): the buffer is cudaMalloc'ed on <gpu>, registered as VRAM.
 // Writes its metadata to stdout ("MD <len>\n" + bytes), then answers line commands on stdin:
 //   LOAD <len>\n<bytes>        load the initiator's metadata          -> "OK <name>"
 //   FILL <off> <len> <seed>    fill the buffer with a test pattern    -> "OK"
@@ -25,6 +27,10 @@
 #include <vector>
 
 #include "ucx_support.hpp"
+
+#if defined(NIXL_UCX_TEST_CUDA)
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -82,6 +88,43 @@ void reply(const std::string& s) {
   std::fflush(stdout);
 }
 
+/// The target's buffer: host memory, or GPU memory reached through cudaMemcpy.
+struct target_buffer {
+  std::byte* base = nullptr;
+  std::size_t size = 0;
+  int gpu = -1;  // >= 0: VRAM
+
+  void fill(std::size_t off, std::size_t len, unsigned seed) {
+    len = std::min(len, size - std::min(off, size));
+    std::vector<std::byte> host;
+    std::byte* dst = base + off;
+    if (gpu >= 0) {
+      host.resize(len);
+      dst = host.data();
+    }
+    for (std::size_t i = 0; i < len; ++i) dst[i] = ucx_test::buffer::pattern(off + i, seed);
+#if defined(NIXL_UCX_TEST_CUDA)
+    if (gpu >= 0) must(cudaMemcpy(base + off, host.data(), len, cudaMemcpyHostToDevice));
+#endif
+  }
+  std::uint64_t sum(std::size_t off, std::size_t len) {
+    len = std::min(len, size - std::min(off, size));
+#if defined(NIXL_UCX_TEST_CUDA)
+    if (gpu >= 0) {
+      std::vector<std::byte> host(len);
+      must(cudaMemcpy(host.data(), base + off, len, cudaMemcpyDeviceToHost));
+      return ucx_test::fnv(host.data(), len);
+    }
+#endif
+    return ucx_test::fnv(base + off, len);
+  }
+#if defined(NIXL_UCX_TEST_CUDA)
+  static void must(cudaError_t e) {
+    if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+  }
+#endif
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,24 +136,40 @@ int main(int argc, char** argv) {
   const std::size_t size = std::strtoull(argv[2], nullptr, 10);
   bool thread = true;
   bool alloc = false;
+  int gpu = -1;
   std::string mode = "auto";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-thread") thread = false;
     if (a == "--alloc") alloc = true;
     if (a.rfind("--mode=", 0) == 0) mode = a.substr(7);
+    if (a.rfind("--vram=", 0) == 0) gpu = std::atoi(a.c_str() + 7);
   }
   nixl::agent_config cfg;
   cfg.enable_prog_thread = thread;
   ucx_agent agent(name, cfg);
   agent.create_backend<nixl::ucx::backend>({{"ucx_error_handling_mode", mode}});
   // the buffer: ordinary memory, or memory UCX allocates (shared memory on one host)
-  ucx_test::buffer plain(alloc ? 1 : size);
+  ucx_test::buffer plain(alloc || gpu >= 0 ? 1 : size);
   nixl::ucx::memory ucx_mem;
   if (alloc) ucx_mem = agent.get_backend<nixl::ucx::backend>().allocate(size);
-  std::byte* const base = alloc ? ucx_mem.data() : plain.data();
-  const auto addr = reinterpret_cast<std::uintptr_t>(base);
-  agent.register_memory(nixl::reg_list<nixl::dram_t>{{{addr, size, 0}, ""}});
+  target_buffer buf{alloc ? ucx_mem.data() : plain.data(), size, gpu};
+  if (gpu >= 0) {
+#if defined(NIXL_UCX_TEST_CUDA)
+    void* p = nullptr;
+    target_buffer::must(cudaSetDevice(gpu));
+    target_buffer::must(cudaMalloc(&p, size));
+    target_buffer::must(cudaMemset(p, 0, size));
+    buf.base = static_cast<std::byte*>(p);
+#else
+    std::fprintf(stderr, "--vram needs a build with the CUDA toolkit\n");
+    return 2;
+#endif
+  }
+  const auto addr = reinterpret_cast<std::uintptr_t>(buf.base);
+  const nixl::reg_dlist reg(gpu >= 0 ? nixl::mem_kind::vram : nixl::mem_kind::dram,
+                            {nixl::reg_desc{{addr, size, gpu >= 0 ? std::uint64_t(gpu) : 0}, ""}});
+  agent.register_memory(reg);
   const std::string md = agent.local_metadata();
   std::printf("MD %zu %llu\n", md.size(), static_cast<unsigned long long>(addr));
   std::fwrite(md.data(), 1, md.size(), stdout);
@@ -135,14 +194,12 @@ int main(int argc, char** argv) {
         std::size_t off = 0, len = 0;
         unsigned seed = 0;
         in >> off >> len >> seed;
-        for (std::size_t i = 0; i < len && off + i < size; ++i)
-          base[off + i] = ucx_test::buffer::pattern(off + i, seed);
+        buf.fill(off, len, seed);
         reply("OK");
       } else if (cmd == "SUM") {
         std::size_t off = 0, len = 0;
         in >> off >> len;
-        reply(fmt::format("SUM {:x}",
-                          ucx_test::fnv(base + off, std::min(len, size - std::min(off, size)))));
+        reply(fmt::format("SUM {:x}", buf.sum(off, len)));
       } else if (cmd == "NOTIFS") {
         std::size_t count = 0;
         long ms = 0;
@@ -174,6 +231,9 @@ int main(int argc, char** argv) {
       reply(std::string("ERR ") + e.what());
     }
   }
-  agent.deregister_memory(nixl::reg_list<nixl::dram_t>{{{addr, size, 0}, ""}});
+  agent.deregister_memory(reg);
+#if defined(NIXL_UCX_TEST_CUDA)
+  if (gpu >= 0) cudaFree(buf.base);
+#endif
   return 0;
 }

@@ -19,6 +19,9 @@ using nixl::status;
 using nixl::xfer_op;
 using ucx_test::buffer;
 using ucx_test::peer_process;
+using ucx_test::sum_cmd;
+using ucx_test::sum_of;
+using ucx_test::target_notifs;
 using ucx_agent = nixl::agent<nixl::ucx::backend>;
 using dram_list = nixl::xfer_list<nixl::dram_t>;
 using clock_type = std::chrono::steady_clock;
@@ -36,30 +39,6 @@ dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, std::size_t
 template <class R>
 status wait(R& r, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
   return ucx_test::wait_done([&] { return r.status(); }, limit);
-}
-
-std::string sum_cmd(std::size_t off, std::size_t len) {
-  return fmt::format("SUM {} {}", off, len);
-}
-std::string sum_of(const void* p, std::size_t n) {
-  return fmt::format("SUM {:x}", ucx_test::fnv(p, n));
-}
-
-// The notifications the target reports: (sender, message) pairs.
-std::vector<std::pair<std::string, std::string>> target_notifs(peer_process& t, std::size_t n) {
-  t.send(fmt::format("NOTIFS {} 20000", n));
-  std::vector<std::pair<std::string, std::string>> out;
-  for (;;) {
-    std::istringstream in(t.line());
-    std::string tag, from, h;
-    in >> tag >> from >> h;
-    if (tag == "END") return out;
-    std::string msg;
-    if (h != "-")
-      for (std::size_t i = 0; i + 1 < h.size(); i += 2)
-        msg += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
-    out.emplace_back(from, msg);
-  }
 }
 
 struct initiator {

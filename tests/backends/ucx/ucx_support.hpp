@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nixl/backends/ucx.hpp>
 #include <nixl/status.hpp>
 
@@ -224,5 +225,31 @@ class peer_process {
   std::string metadata_;
   std::uintptr_t remote_addr_ = 0;
 };
+
+inline std::string sum_cmd(std::size_t off, std::size_t len) {
+  return fmt::format("SUM {} {}", off, len);
+}
+/// The peer's answer to sum_cmd when its range holds these bytes.
+inline std::string sum_of(const void* p, std::size_t n) {
+  return fmt::format("SUM {:x}", fnv(p, n));
+}
+
+/// The notifications the peer reports after waiting for `n`: (sender, message) pairs.
+inline std::vector<std::pair<std::string, std::string>> target_notifs(peer_process& t,
+                                                                      std::size_t n) {
+  t.send(fmt::format("NOTIFS {} 20000", n));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (;;) {
+    std::istringstream in(t.line());
+    std::string tag, from, h;
+    in >> tag >> from >> h;
+    if (tag == "END") return out;
+    std::string msg;
+    if (h != "-")
+      for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+        msg += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    out.emplace_back(from, msg);
+  }
+}
 
 }  // namespace ucx_test

@@ -686,31 +686,85 @@ baseline_result fio_baseline(const std::string& path, const nb::point& p, bool r
 }
 
 #if defined(NIXL_BENCH_CUDA)
-baseline_result cuda_baseline(const nixl::desc& l0, nixl::mem_kind lk, const target_side& tgt,
-                              const nb::layout& lay, const nb::point& p, bool read, int lgpu,
-                              int tgpu) {
-  cudaStream_t s{};
-  cudaSetDevice(lgpu);
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return {};
-  auto once = [&] {
-    for (std::size_t i = 0; i < p.batch; ++i) {
-      const std::size_t off = lay.offset(0, i);
-      auto* a = reinterpret_cast<void*>(l0.addr + off);
-      auto* b = reinterpret_cast<void*>(tgt.at(off, lay.block).addr);
-      void* dst = read ? a : b;
-      void* src = read ? b : a;
-      if (lk == nixl::mem_kind::vram && tgt.kind() == nixl::mem_kind::vram && lgpu != tgpu)
-        cudaMemcpyPeerAsync(dst, read ? lgpu : tgpu, src, read ? tgpu : lgpu, lay.block, s);
-      else
-        cudaMemcpyAsync(dst, src, lay.block, cudaMemcpyDefault, s);
+/// Memory of one side of the cuda baseline, in the initiator process: cudaMalloc'ed on `gpu`
+/// for VRAM, pinned host memory for DRAM.
+class cuda_scratch {
+ public:
+  cuda_scratch(nixl::mem_kind kind, std::size_t n, int gpu) : vram_(kind == nixl::mem_kind::vram) {
+    if (vram_) {
+      ok_ = cudaSetDevice(gpu) == cudaSuccess && cudaMalloc(&p_, n) == cudaSuccess &&
+            cudaMemset(p_, 1, n) == cudaSuccess;
+    } else {
+      ok_ = cudaMallocHost(&p_, n) == cudaSuccess;
+      if (ok_) std::memset(p_, 1, n);
     }
-    cudaStreamSynchronize(s);
+  }
+  ~cuda_scratch() {
+    if (p_ != nullptr) (void)(vram_ ? cudaFree(p_) : cudaFreeHost(p_));
+  }
+  cuda_scratch(const cuda_scratch&) = delete;
+  cuda_scratch& operator=(const cuda_scratch&) = delete;
+  bool ok() const { return ok_ && p_ != nullptr; }
+  char* get() const { return static_cast<char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  bool vram_;
+  bool ok_ = false;
+};
+
+/// What the CUDA runtime itself does for the same blocks between the same two GPUs (or GPU and
+/// host): one cudaMemcpyPeerAsync (cudaMemcpyAsync when one side is DRAM) per descriptor on one
+/// stream of the executing GPU, then a stream synchronize, with the point's iteration counts.
+/// Both buffers live in the initiator process (a peer process's addresses mean nothing here),
+/// so the figure is the copy engines' speed between those GPUs, measured in the same run.
+baseline_result cuda_baseline(nixl::mem_kind lk, nixl::mem_kind tk, const nb::layout& lay,
+                              const nb::point& p, bool read, int lgpu, int tgpu) {
+  const std::size_t span = lay.offset(0, p.batch - 1) + lay.block;
+  const nixl::mem_kind src_kind = read ? tk : lk, dst_kind = read ? lk : tk;
+  const int src_gpu = read ? tgpu : lgpu, dst_gpu = read ? lgpu : tgpu;
+  cuda_scratch src(src_kind, span, src_gpu), dst(dst_kind, span, dst_gpu);
+  // The stream belongs to the GPU the CUDA backend executes on: the source GPU for VRAM ->
+  // VRAM (it pushes), else the GPU side.
+  const int exec = src_kind == nixl::mem_kind::vram ? src_gpu : dst_gpu;
+  const bool peer = src_kind == nixl::mem_kind::vram && dst_kind == nixl::mem_kind::vram;
+  cudaStream_t s{};
+  auto bad = [](const char* what, cudaError_t e) {
+    fmt::print(stderr, "nixl-bench: cuda baseline: {}: {}; no baseline for this point\n", what,
+               cudaGetErrorString(e));
+    return baseline_result{};
+  };
+  if (!src.ok() || !dst.ok()) return bad("allocation", cudaGetLastError());
+  if (auto e = cudaSetDevice(exec); e != cudaSuccess) return bad("cudaSetDevice", e);
+  if (peer && src_gpu != dst_gpu) {
+    int can = 0;
+    cudaDeviceCanAccessPeer(&can, exec, exec == src_gpu ? dst_gpu : src_gpu);
+    if (can) {
+      const auto e = cudaDeviceEnablePeerAccess(exec == src_gpu ? dst_gpu : src_gpu, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+        return bad("cudaDeviceEnablePeerAccess", e);
+      (void)cudaGetLastError();
+    }
+  }
+  if (auto e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); e != cudaSuccess)
+    return bad("cudaStreamCreate", e);
+  cudaError_t err = cudaSuccess;
+  auto once = [&] {
+    for (std::size_t i = 0; i < p.batch && err == cudaSuccess; ++i) {
+      const std::size_t off = lay.offset(0, i);
+      err =
+          peer ? cudaMemcpyPeerAsync(dst.get() + off, dst_gpu, src.get() + off, src_gpu, lay.block,
+                                     s)
+               : cudaMemcpyAsync(dst.get() + off, src.get() + off, lay.block, cudaMemcpyDefault, s);
+    }
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
   };
   for (int k = 0; k < p.warmup; ++k) once();
   const auto a = nb::clock::now();
   for (int k = 0; k < p.iters; ++k) once();
   const double us = nb::us_since(a, nb::clock::now());
   cudaStreamDestroy(s);
+  if (err != cudaSuccess) return bad(peer ? "cudaMemcpyPeerAsync" : "cudaMemcpyAsync", err);
   return {static_cast<double>(lay.block * p.batch) * p.iters / us / 1e3, us / p.iters};
 }
 #endif
@@ -1035,7 +1089,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   }
 #if defined(NIXL_BENCH_CUDA)
   else if (o.baseline == "cuda") {
-    auto b = cuda_baseline(local.at(0, 0), local.kind(), tgt, lay, bp, op == nixl::xfer_op::read,
+    auto b = cuda_baseline(local.kind(), tgt.kind(), lay, bp, op == nixl::xfer_op::read,
                            o.initiator_gpu, o.target_gpu);
     row.base_gbps = b.gbps;
     row.base_us = b.us;

@@ -102,3 +102,79 @@ def test_cuda_tensors_through_cuda_backend(unique_name):
     p.release()
     a.deregister_memory(reg_v)
     a.deregister_memory(reg_h)
+
+
+def _ucx_vram_skip_reason(unique_name):
+    """Why CUDA tensors cannot move through UCX here, or None."""
+    if "UCX" not in nb._BUILT_BACKENDS:
+        return "built without the UCX backend"
+    if not torch.cuda.is_available():
+        return "needs a GPU"
+    probe = nixl_agent(unique_name("uprobe"), nixl_agent_config(backends=["UCX"]))
+    t = torch.zeros(16, dtype=torch.uint8, device="cuda:0")
+    try:
+        reg = probe.register_memory(t)
+    except Exception as e:  # a UCX without CUDA support refuses VRAM
+        return f"UCX cannot register CUDA memory here: {e}"
+    probe.deregister_memory(reg)
+    return None
+
+
+def test_cuda_tensors_two_processes_through_ucx(unique_name):
+    """The vLLM path: torch CUDA tensors registered with backends=["UCX"], two processes."""
+    import os
+    import subprocess
+
+    from test_processes import _read
+
+    reason = _ucx_vram_skip_reason(unique_name)
+    if reason:
+        pytest.skip(reason)
+    n = 16 << 20
+    device = "cuda:1" if torch.cuda.device_count() > 1 else "cuda:0"
+    tgt_name, ini_name = unique_name("utgt"), unique_name("uini")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(here, "peer_cuda_target.py"), tgt_name, str(n), ini_name,
+         device], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(_read(proc, "PORT ", timeout=60))
+        remote_descs = bytes.fromhex(_read(proc, "DESCS "))
+        ini = nixl_agent(ini_name, nixl_agent_config(backends=["UCX"], enable_listen_thread=True,
+                                                     listen_port=0))
+        ar = torch.arange(n, dtype=torch.int64, device="cuda:0")
+        src = (ar % 251).to(torch.uint8)
+        dst = torch.zeros(n, dtype=torch.uint8, device="cuda:0")
+        torch.cuda.synchronize()
+        reg = ini.register_memory([src, dst])
+        ini.fetch_remote_metadata(tgt_name, "127.0.0.1", port)
+        wait_for(lambda: ini.check_remote_metadata(tgt_name), timeout=20, what="remote metadata")
+        remote = ini.deserialize_descs(remote_descs)
+        assert remote.getType() == nb.VRAM_SEG and remote[0][1] == n
+        ini.send_local_metadata("127.0.0.1", port)
+
+        h = ini.initialize_xfer("WRITE", ini.get_xfer_descs(src), remote, tgt_name, b"written")
+        ini.transfer(h)
+        assert wait_done(ini, h, timeout=30) == "DONE"
+        assert ini.query_xfer_backend(h) == "UCX"
+        assert _read(proc, "DATA ") == "OK"
+        h.release()
+
+        _read(proc, "FILLED")
+        r = ini.initialize_xfer("READ", ini.get_xfer_descs(dst), remote, tgt_name)
+        ini.transfer(r)
+        assert wait_done(ini, r, timeout=30) == "DONE"
+        torch.cuda.synchronize()
+        assert torch.equal(dst, ((ar * 7) % 251).to(torch.uint8))
+        r.release()
+
+        ini.invalidate_local_metadata("127.0.0.1", port)
+        assert _read(proc, "GONE", timeout=30) == ""
+        assert proc.wait(timeout=30) == 0
+        ini.deregister_memory(reg)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

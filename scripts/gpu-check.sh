@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Builds the GPU tests and benchmarks and runs them on a GPU machine, in one command:
-#   UCX_PREFIX=/opt/nixl/ucx-1.22.0 scripts/gpu-check.sh
+#   NIXL_UCX_PREFIX=/opt/nixl/ucx-1.22.0 scripts/gpu-check.sh
 # - tests: the CUDA backend (nixl_cuda_tests) and the UCX backend with its VRAM cases
 #   (nixl_ucx_tests: registration, GPU 0 <-> GPU 1 in one process and across two, VRAM <-> DRAM,
 #   notifications, 1 and 1000 descriptors);
 # - benchmarks: nixl_cuda_bench, nixl_cuda_ipc_probe, and nixl-bench's VRAM runs
 #   (bench/nixl-bench/gpu-runs.sh) when nixl-bench was built or NIXL_BENCH names one.
-# UCX_PREFIX: a UCX built with CUDA (scripts/build-ucx.sh) when the system's UCX has no CUDA
+# NIXL_UCX_PREFIX: a UCX built with CUDA (scripts/build-ucx.sh) when the system's UCX has no CUDA
 # support or no headers; without any UCX the UCX tests are left out.
 #   QUICK=1      shorter benchmarks        SKIP_BENCH=1  tests only   SKIP_TESTS=1  benchmarks only
 #   SANITIZE=1   also compute-sanitizer memcheck over the batch kernel
 # Logs go to $OUT when set (else $BUILD/out): gpu-info.txt, build.log, tests.log,
-# ucx-tests.log, bench.txt, probe.txt, nixl-bench/.
+# ucx-vram-tests.log, ucx-tests.log, bench.txt, probe.txt, nixl-bench/.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-/tmp/nixl-gpu-build}
@@ -19,9 +19,9 @@ OUT=${OUT:-$BUILD/out}
 ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD" "$OUT"
-if [ -n "${UCX_PREFIX:-}" ]; then
-  export CMAKE_PREFIX_PATH="$UCX_PREFIX${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
+  export CMAKE_PREFIX_PATH="$NIXL_UCX_PREFIX${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
 { nvidia-smi; nvidia-smi topo -m; nvcc --version; cmake --version; } >"$OUT/gpu-info.txt" 2>&1
@@ -96,13 +96,18 @@ run_tests() {
   grep -E 'SKIPPED|FAILED|passed|failed|^[0-9.]+ s:' "$OUT/tests.log" | tail -40
   echo "CUDA tests exit code: $rc"
   if [ -n "$UCX_TESTS" ]; then
-    local urc=0
-    "$UCX_TESTS" --durations yes >"$OUT/ucx-tests.log" 2>&1 || urc=$?
-    grep -E 'SKIPPED|FAILED|passed|failed|vram' "$OUT/ucx-tests.log" | tail -30
-    echo "UCX tests exit code: $urc"
+    # the VRAM cases first and on their own, so that a crash elsewhere cannot hide them
+    local urc=0 vrc=0
+    "$UCX_TESTS" "[vram]" --durations yes >"$OUT/ucx-vram-tests.log" 2>&1 || vrc=$?
+    grep -E 'SKIPPED|FAILED|passed|failed|s: ucx vram' "$OUT/ucx-vram-tests.log" | tail -12
+    echo "UCX VRAM tests exit code: $vrc"
+    "$UCX_TESTS" "~[vram]" --durations yes >"$OUT/ucx-tests.log" 2>&1 || urc=$?
+    grep -E 'SKIPPED|FAILED|passed|failed' "$OUT/ucx-tests.log" | tail -12
+    echo "UCX tests (the rest) exit code: $urc"
+    [ $vrc -ne 0 ] && rc=$vrc
     [ $urc -ne 0 ] && rc=$urc
   else
-    echo "UCX tests: not built (no UCX found; set UCX_PREFIX)"
+    echo "UCX tests: not built (no UCX found; set NIXL_UCX_PREFIX)"
   fi
   if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # memcheck over the batch kernel with every descriptor count (misaligned offsets included)

@@ -372,7 +372,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
       raise(status::invalid_param, "UCX parameter device_list='{}': UCX rejects NET_DEVICES={}",
             cfg_.device_list, devs);
   }
-  // GPU memory without a GPU transport between the peers (two hosts over TCP): UCX <= 1.21
+  // GPU memory without a GPU transport between the peers (two hosts over TCP): by default UCX
   // emulates the put in software, packing each fragment with a synchronous copy from the GPU
   // (0.38 GB/s between two H200 processes over TCP). UCX 1.22's RMA rendezvous pipelines the
   // staging through host buffers instead (about 4 GB/s); it only applies when one side is not

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the GPU tests and benchmarks and runs them on a GPU machine, in one command:
-#   NIXL_UCX_PREFIX=/opt/nixl/ucx-1.22.0 scripts/gpu-check.sh
+#   scripts/gpu-check.sh
 # - tests: the CUDA backend (nixl_cuda_tests) and the UCX backend with its VRAM cases
 #   (nixl_ucx_tests: registration, GPU 0 <-> GPU 1 in one process and across two, VRAM <-> DRAM,
 #   notifications, 1 and 1000 descriptors);
 # - benchmarks: nixl_cuda_bench, nixl_cuda_ipc_probe, and nixl-bench's VRAM runs
 #   (bench/nixl-bench/gpu-runs.sh) when nixl-bench was built or NIXL_BENCH names one.
-# NIXL_UCX_PREFIX: a UCX built with CUDA (scripts/build-ucx.sh) when the system's UCX has no CUDA
-# support or no headers; without any UCX the UCX tests are left out.
+# UCX: CMake takes /opt/nixl/ucx-1.22.0 (scripts/build-ucx.sh, with CUDA) first; NIXL_UCX_PREFIX
+# names another prefix (a carried one). Without any UCX the UCX tests are left out.
 #   QUICK=1      shorter benchmarks        SKIP_BENCH=1  tests only   SKIP_TESTS=1  benchmarks only
 #   SANITIZE=1   also compute-sanitizer memcheck over the batch kernel
 # Logs go to $OUT when set (else $BUILD/out): gpu-info.txt, build.log, tests.log,
@@ -20,7 +20,7 @@ ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD" "$OUT"
 if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
-  export CMAKE_PREFIX_PATH="$NIXL_UCX_PREFIX${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  EXTRA_CMAKE_ARGS="-DNIXL_UCX_ROOT=$NIXL_UCX_PREFIX ${EXTRA_CMAKE_ARGS:-}"
   export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 

@@ -2,9 +2,9 @@
 # Builds the Python module with the CUDA and UCX backends and runs the pytest suite on a GPU
 # machine: CUDA tensors move through the CUDA backend and, with backends=["UCX"], between two
 # processes through UCX (test_torch.py). One command:
-#   NIXL_UCX_PREFIX=/opt/nixl/ucx-1.22.0 tests/python/gpu-check.sh
-# NIXL_UCX_PREFIX: a UCX built with CUDA (scripts/build-ucx.sh), when the system's has no CUDA or no
-# headers. EXTRA_CMAKE_ARGS: more configure arguments. Uses the python3 on PATH (the one with
+#   tests/python/gpu-check.sh
+# UCX: CMake takes /opt/nixl/ucx-1.22.0 (scripts/build-ucx.sh, with CUDA) first; NIXL_UCX_PREFIX
+# names another prefix. EXTRA_CMAKE_ARGS: more configure arguments. Uses the python3 on PATH (the one with
 # torch) and pip's or Debian's pybind11. Without UCX, POSIX or metadata headers it builds with
 # fewer backends (the UCX cases then skip with the reason).
 # SKIP_PYTEST=1: build only. Logs go to $OUT when set (else $BUILD/out).
@@ -17,7 +17,7 @@ JOBS=${JOBS:-$(nproc)}
 PY=${PYTHON:-$(command -v python3)}
 mkdir -p "$BUILD" "$OUT"
 if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
-  export CMAKE_PREFIX_PATH="$NIXL_UCX_PREFIX${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  EXTRA_CMAKE_ARGS="-DNIXL_UCX_ROOT=$NIXL_UCX_PREFIX ${EXTRA_CMAKE_ARGS:-}"
   export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 GEN=""

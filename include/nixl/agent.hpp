@@ -933,7 +933,6 @@ requires(sizeof...(Backends) > 0) class agent {
                     std::shared_ptr<const void> pins, std::shared_ptr<const void> more_pins = {}) {
     std::size_t total = 0;
     for (const auto& d : l) total += d.len;
-    const std::size_t passed = l.size();  // telemetry counts what the caller passed, as NIXL
     if (!opt.skip_merge) detail::merge_contiguous(l, r);
     request<B> req;
     auto& ps = std::get<peer_slot<B>>(st->slots);
@@ -953,7 +952,7 @@ requires(sizeof...(Backends) > 0) class agent {
     req.op_ = op;
     req.telemetry_on_ = telemetry_;
     req.telem_.total_bytes = total;
-    req.telem_.desc_count = passed;
+    req.telem_.desc_count = l.size();  // after merging, as NIXL counts
     req.backend_descs_ = l.size();
     req.pins_ = std::move(pins);
     req.more_pins_ = std::move(more_pins);

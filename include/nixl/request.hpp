@@ -129,8 +129,7 @@ class request {
   xfer_op op() const noexcept { return op_; }
   /// Name of the backend that moves this request.
   static constexpr std::string_view backend_name() noexcept { return B::name; }
-  /// Descriptors handed to the backend (after merging). Telemetry's `desc_count` is what the
-  /// caller passed.
+  /// Descriptors handed to the backend (after merging); telemetry's `desc_count` is the same.
   std::size_t descriptor_count() const noexcept { return backend_descs_; }
   std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
   /// The backend that moves this request, and its per-request state.

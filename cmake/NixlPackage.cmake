@@ -3,6 +3,7 @@ include(CMakePackageConfigHelpers)
 
 set(NIXL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/nixl)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/umbrella/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS nixl_core EXPORT nixl-core-targets)
 install(EXPORT nixl-core-targets NAMESPACE nixl:: DESTINATION ${NIXL_CMAKE_DIR})
 export(EXPORT nixl-core-targets NAMESPACE nixl::

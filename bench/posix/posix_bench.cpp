@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/posix.hpp>
@@ -35,7 +36,11 @@ std::size_t parse_size(std::string_view s) {
   if (last == 'M' || last == 'm') mul = 1ull << 20;
   if (last == 'G' || last == 'g') mul = 1ull << 30;
   if (mul != 1) s.remove_suffix(1);
-  return std::stoull(std::string(s)) * mul;
+  std::size_t used = 0;
+  const std::string digits(s);
+  const auto n = std::stoull(digits, &used);
+  if (used != digits.size()) throw std::invalid_argument(digits);
+  return n * mul;
 }
 
 std::vector<std::string> split(std::string_view s) {
@@ -60,49 +65,38 @@ struct options {
   unsigned threads = 4;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "%s\nusage: nixl_posix_bench --file PATH [--size 1G] [--bs 4K,1M,16M] [--op read,write]\n"
-      "       [--engine URING|AIO|POSIX] [--iodepth 64] [--threads 4] [--direct] [--loops 3] "
-      "[--spin]\n",
-      why);
-  std::exit(2);
-}
-
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    auto val = [&]() -> std::string_view {
-      if (i + 1 >= argc) usage("missing value");
-      return argv[++i];
-    };
-    if (a == "--file")
-      o.file = val();
-    else if (a == "--size")
-      o.size = parse_size(val());
-    else if (a == "--bs") {
-      o.bs.clear();
-      for (auto& s : split(val())) o.bs.push_back(parse_size(s));
-    } else if (a == "--op")
-      o.ops = split(val());
-    else if (a == "--engine")
-      o.engine = val();
-    else if (a == "--iodepth")
-      o.iodepth = static_cast<unsigned>(parse_size(val()));
-    else if (a == "--threads")
-      o.threads = static_cast<unsigned>(parse_size(val()));
-    else if (a == "--loops")
-      o.loops = static_cast<unsigned>(parse_size(val()));
-    else if (a == "--direct")
-      o.direct = true;
-    else if (a == "--spin")
-      g_spin = true;
-    else
-      usage("unknown option");
+  std::string size = "1G", bs = "4K,1M,16M", ops = "read,write";
+  CLI::App app{"nixl_posix_bench: read and write bandwidth of the POSIX backend"};
+  app.add_option("--file", o.file, "file to read and write (created when missing)")->required();
+  app.add_option("--size", size, "bytes moved per pass (K, M, G suffixes)")->capture_default_str();
+  app.add_option("--bs", bs, "block sizes, comma separated")->capture_default_str();
+  app.add_option("--op", ops, "operations, comma separated: read, write")->capture_default_str();
+  app.add_option("--engine", o.engine, "I/O engine")
+      ->check(CLI::IsMember({"URING", "AIO", "POSIX"}))
+      ->capture_default_str();
+  app.add_option("--iodepth", o.iodepth, "operations in flight (kernel_queue_size)")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "worker threads of the POSIX engine")
+      ->capture_default_str();
+  app.add_option("--loops", o.loops, "passes per point")->capture_default_str();
+  app.add_flag("--direct", o.direct, "open the file with O_DIRECT");
+  app.add_flag("--spin", g_spin, "poll without yielding between status calls");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.file.empty()) usage("--file is required");
+  try {
+    o.size = parse_size(size);
+    o.bs.clear();
+    for (auto& s : split(bs)) o.bs.push_back(parse_size(s));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "--size/--bs: not a size (%s); write e.g. 4K, 1M, 1G\n", e.what());
+    std::exit(2);
+  }
+  o.ops = split(ops);
   return o;
 }
 
@@ -146,10 +140,8 @@ int main(int argc, char** argv) {
     p["use_uring"] = "true";
   else if (o.engine == "AIO")
     p["use_aio"] = "true";
-  else if (o.engine == "POSIX")
-    p["use_posix"] = "true";
   else
-    usage("--engine must be URING, AIO or POSIX");
+    p["use_posix"] = "true";
   auto& be = ag.create_backend<backend>(p);
   ag.register_memory(nixl::reg_list<nixl::dram_t>{{{base, o.size, 0}, ""}});
   ag.register_memory(

@@ -103,7 +103,7 @@ requires(sizeof...(Backends) > 0) class agent {
     if (lock_.mode() == thread_sync::none) lock_.set_mode(thread_sync::strict);
   }
 
-  // ----- backends -----------------------------------------------------------------------
+  // Backends
 
   /// Names of the backend types this agent was built with.
   static constexpr std::array<std::string_view, sizeof...(Backends)> available_backends() {
@@ -215,7 +215,7 @@ requires(sizeof...(Backends) > 0) class agent {
     });
   }
 
-  // ----- memory registration ----------------------------------------------------------------
+  // Memory registration
 
   /// Registers every entry with each created backend that moves this kind (or those named in
   /// `opt`). All-or-nothing per backend; succeeds when at least one backend registered all.
@@ -305,7 +305,7 @@ requires(sizeof...(Backends) > 0) class agent {
     return std::move(*r);
   }
 
-  // ----- metadata ---------------------------------------------------------------------------
+  // Metadata
 
   /// Full metadata: connection info and every registration of every remote-capable backend.
   /// Throws `invalid_param` when no remote-capable backend exists.
@@ -463,7 +463,7 @@ requires(sizeof...(Backends) > 0) class agent {
             opt.backends.empty() ? "" : " among those named", name_, remote);
   }
 
-  // ----- notifications ----------------------------------------------------------------------
+  // Notifications
 
   /// Appends notifications that arrived, per sender agent, from every backend (or those named
   /// in `opt`). Throws `backend` when no created backend (of those named) delivers them.
@@ -509,7 +509,7 @@ requires(sizeof...(Backends) > 0) class agent {
             remote);
   }
 
-  // ----- transfers --------------------------------------------------------------------------
+  // Transfers
 
   /// Resolves a list once: `remote` empty for the local (initiator) side, a peer's name for its
   /// side, the agent's own name for a loopback target. Throws `not_found` naming the first

@@ -33,64 +33,68 @@ template <class... K>
 struct is_kind_list<kind_list<K...>> : std::bool_constant<(kind_tag<K> && ...)> {};
 }  // namespace detail
 
+// clang-format 14 cannot lay out a requires-expression joined with && (it glues the operands
+// and splits `noexcept` from its braces); the contracts below are formatted by hand.
+// clang-format off
+
 /// The core contract: a name, a config parsed from string params, the kinds it moves,
 /// register/deregister, and prepare/post/check/release of a transfer.
 template <class B>
-concept backend = requires {
-  { B::name } -> std::convertible_to<std::string_view>;
-  typename B::memory_kinds;
-  typename B::config;
-  typename B::region;
-  typename B::remote_region;
-  typename B::peer;
-  typename B::request;
-}
-&&detail::is_kind_list<typename B::memory_kinds>::value&& std::is_default_constructible_v<
-    typename B::request>&& std::is_nothrow_move_constructible_v<typename B::request>&&
-    std::constructible_from<B, const typename B::config&, const backend_context&>&& requires(
-        B& b, const B& cb, const params& p, mem_kind k, const reg_desc& rd, typename B::region& reg,
-        typename B::request& req, xfer_op op, std::span<const bound_desc<typename B::region>> local,
-        std::span<const bound_desc<typename B::remote_region>> remote, typename B::peer& peer,
-        notif_arg n) {
-  { B::config::from_params(p) } -> std::same_as<typename B::config>;
-  { B::default_params() } -> std::convertible_to<params>;
-  { b.register_region(k, rd) } -> std::same_as<typename B::region>;
-  { b.deregister_region(reg) }
-  noexcept;
-  b.prepare(req, op, local, remote, peer);
-  { b.post(req, n) }
-  noexcept->std::same_as<status>;
-  { b.check(req) }
-  noexcept->std::same_as<status>;
-  { b.release(req) }
-  noexcept->std::same_as<status>;
-};
+concept backend =
+    requires {
+      { B::name } -> std::convertible_to<std::string_view>;
+      typename B::memory_kinds;
+      typename B::config;
+      typename B::region;
+      typename B::remote_region;
+      typename B::peer;
+      typename B::request;
+    } &&
+    detail::is_kind_list<typename B::memory_kinds>::value &&
+    std::is_default_constructible_v<typename B::request> &&
+    std::is_nothrow_move_constructible_v<typename B::request> &&
+    std::constructible_from<B, const typename B::config&, const backend_context&> &&
+    requires(B& b, const B& cb, const params& p, mem_kind k, const reg_desc& rd,
+             typename B::region& reg, typename B::request& req, xfer_op op,
+             std::span<const bound_desc<typename B::region>> local,
+             std::span<const bound_desc<typename B::remote_region>> remote,
+             typename B::peer& peer, notif_arg n) {
+      { B::config::from_params(p) } -> std::same_as<typename B::config>;
+      { B::default_params() } -> std::convertible_to<params>;
+      { b.register_region(k, rd) } -> std::same_as<typename B::region>;
+      { b.deregister_region(reg) } noexcept;
+      b.prepare(req, op, local, remote, peer);
+      { b.post(req, n) } noexcept -> std::same_as<status>;
+      { b.check(req) } noexcept -> std::same_as<status>;
+      { b.release(req) } noexcept -> std::same_as<status>;
+    };
 
 /// A backend that can move data between an agent and itself.
 template <class B>
-concept loopback_backend = backend<B> &&
+concept loopback_backend =
+    backend<B> &&
     requires(B& b, const typename B::region& reg, typename B::remote_region& rr) {
-  { b.self_peer() } -> std::same_as<typename B::peer>;
-  { b.load_local(reg) } -> std::same_as<typename B::remote_region>;
-  { b.unload_region(rr) }
-  noexcept;
-};
+      { b.self_peer() } -> std::same_as<typename B::peer>;
+      { b.load_local(reg) } -> std::same_as<typename B::remote_region>;
+      { b.unload_region(rr) } noexcept;
+    };
 
 /// A backend that reaches other agents: connection info, public region data, peers.
 template <class B>
-concept remote_backend = backend<B> &&
+concept remote_backend =
+    backend<B> &&
     requires(B& b, const B& cb, const typename B::region& reg, typename B::peer& peer,
              typename B::remote_region& rr, std::string_view name, mem_kind k, const desc& d,
              std::span<const std::byte> bytes) {
-  { cb.connection_info() } -> std::convertible_to<std::string>;
-  { b.load_peer(name, bytes) } -> std::same_as<typename B::peer>;
-  { b.unload_peer(peer) }
-  noexcept;
-  { cb.public_data(reg) } -> std::convertible_to<std::string>;
-  { b.unpack(peer, k, d, bytes) } -> std::same_as<typename B::remote_region>;
-  { b.unload_region(rr) }
-  noexcept;
-};
+      { cb.connection_info() } -> std::convertible_to<std::string>;
+      { b.load_peer(name, bytes) } -> std::same_as<typename B::peer>;
+      { b.unload_peer(peer) } noexcept;
+      { cb.public_data(reg) } -> std::convertible_to<std::string>;
+      { b.unpack(peer, k, d, bytes) } -> std::same_as<typename B::remote_region>;
+      { b.unload_region(rr) } noexcept;
+    };
+
+// clang-format on
 
 /// A backend that delivers notifications.
 template <class B>

@@ -10,32 +10,11 @@
 #include <string_view>
 #include <utility>
 
+#include <nixl/detail/unique_fd.hpp>
+
 namespace nixl::metadata::detail {
 
-/// Owns a file descriptor.
-class unique_fd {
- public:
-  unique_fd() noexcept = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~unique_fd() { reset(); }
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using nixl::detail::unique_fd;
 
 /// A resolved socket address.
 struct endpoint {

@@ -1,3 +1,5 @@
+# Above 600 lines: NIXL's nixl_agent API, method by method, kept in the one module NIXL's
+# users import (nixl._api).
 """NIXL's high-level Python API (``nixl._api``) over the nixl C++ library.
 
 Names, signatures, defaults, return values, error types and the order of side effects follow

@@ -1,3 +1,5 @@
+// One file above 600 lines for now: it will be split by concern (agent, lists, handles,
+// exceptions, module) once the concurrent work on the Python module has landed.
 // nixl._bindings: NIXL's Python binding surface over one nixl::agent of every enabled backend.
 //
 // Handles cross into Python as integers (the address of an object this module owns), as in
@@ -21,72 +23,14 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/agent.hpp>
-#include <nixl/memory.hpp>
-#include <nixl/metadata.hpp>
-#include <nixl/status.hpp>
-#if defined(NIXL_HAS_METADATA)
-#include <nixl/metadata/exchange.hpp>
-#endif
-#if defined(NIXL_HAS_UCX)
-#include <nixl/backends/ucx.hpp>
-#endif
-#if defined(NIXL_HAS_POSIX)
-#include <nixl/backends/posix.hpp>
-#endif
-#if defined(NIXL_HAS_CUDA)
-#include <nixl/backends/cuda.hpp>
-#endif
+#include <nixl/nixl.hpp>  // the core and every linked component (NIXL_HAS_<NAME>)
 
 namespace py = pybind11;
 
 namespace nixl::python {
 
-// ---- the agent type: every backend this build has, in a fixed order ----------------------
-
-template <class... T>
-struct tlist {};
-template <class... L>
-struct cat;
-template <>
-struct cat<> {
-  using type = tlist<>;
-};
-template <class... A>
-struct cat<tlist<A...>> {
-  using type = tlist<A...>;
-};
-template <class... A, class... B, class... Rest>
-struct cat<tlist<A...>, tlist<B...>, Rest...> {
-  using type = typename cat<tlist<A..., B...>, Rest...>::type;
-};
-
-#if defined(NIXL_HAS_UCX)
-using ucx_list = tlist<nixl::ucx::backend>;
-#else
-using ucx_list = tlist<>;
-#endif
-#if defined(NIXL_HAS_POSIX)
-using posix_list = tlist<nixl::posix::backend>;
-#else
-using posix_list = tlist<>;
-#endif
-#if defined(NIXL_HAS_CUDA)
-using cuda_list = tlist<nixl::cuda::backend>;
-#else
-using cuda_list = tlist<>;
-#endif
-
-template <class L>
-struct agent_of;
-template <class... B>
-struct agent_of<tlist<B...>> {
-  static_assert(sizeof...(B) > 0,
-                "the Python module needs at least one backend; enable NIXL_WITH_UCX, "
-                "NIXL_WITH_POSIX or NIXL_WITH_CUDA");
-  using type = nixl::agent<B...>;
-};
-using agent_t = typename agent_of<typename cat<ucx_list, posix_list, cuda_list>::type>::type;
+// The agent type: every backend this build links, in a fixed order (UCX, POSIX, CUDA).
+using agent_t = nixl::agent_over<nixl::enabled_backends>;
 using prepared_t = typename agent_t::prepared;
 using request_t = typename agent_t::xfer_request;
 

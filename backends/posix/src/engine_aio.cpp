@@ -11,14 +11,14 @@
 #include <fmt/format.h>
 #include <nixl/log.hpp>
 
+#include "engine_of.hpp"
 #include "queue_engine.hpp"
 
 namespace nixl::posix::detail {
-namespace {
 
-class aio_engine final : public queue_engine {
- public:
-  explicit aio_engine(const engine_options& o)
+template <>
+struct engine_of<engine_kind::aio>::state : queue_engine<engine_of<engine_kind::aio>::state> {
+  explicit state(const engine_options& o)
       : queue_engine(std::clamp(o.queue_depth, 1u, 4096u)), iocbs_(depth_), events_(depth_) {
     // libaio returns -errno instead of setting errno.
     if (int r = io_setup(static_cast<int>(depth_), &ctx_); r < 0)
@@ -29,26 +29,12 @@ class aio_engine final : public queue_engine {
     ready_.reserve(depth_);
     for (auto& cb : iocbs_) free_.push_back(&cb);
   }
-  ~aio_engine() override {
-    {
-      std::lock_guard lk(mu_);
-      while (kernel_inflight_ != 0) progress_locked(true);
-    }
+  ~state() {
+    drain();
     io_destroy(ctx_);
   }
-
-  engine_kind kind() const noexcept override { return engine_kind::aio; }
-
- private:
-  void progress_locked(bool wait) noexcept override {
-    for (;;) {
-      unsigned reaped = reap(wait);
-      wait = false;
-      unsigned queued = fill();
-      submit_ready();
-      if (reaped == 0 && queued == 0) return;
-    }
-  }
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
 
   unsigned reap(bool wait) noexcept {
     // Only control blocks accepted by io_submit can complete.
@@ -87,20 +73,22 @@ class aio_engine final : public queue_engine {
     return n;
   }
 
-  void submit_ready() noexcept {
+  /// Hands the prepared control blocks to the kernel; what it refuses completes with the error.
+  bool flush() noexcept {
     while (!ready_.empty()) {
       int r = io_submit(ctx_, static_cast<long>(ready_.size()), ready_.data());
       if (r > 0) {
         ready_.erase(ready_.begin(), ready_.begin() + r);
         continue;
       }
-      if (r == 0 || r == -EAGAIN || r == -EINTR) return;  // try again on the next progress call
+      if (r == 0 || r == -EAGAIN || r == -EINTR) return true;  // again on the next progress call
       // The first control block was refused (bad fd, bad alignment...): complete it with the error.
       iocb* cb = ready_.front();
       ready_.erase(ready_.begin());
       free_.push_back(cb);
       complete(*static_cast<io_op*>(cb->data), r);
     }
+    return true;
   }
 
   io_context_t ctx_{};
@@ -110,10 +98,6 @@ class aio_engine final : public queue_engine {
   std::vector<iocb*> ready_;  // prepared, not yet accepted by io_submit
 };
 
-}  // namespace
-
-std::unique_ptr<engine> make_aio_engine(const engine_options& o) {
-  return std::make_unique<aio_engine>(o);
-}
+template class engine_of<engine_kind::aio>;
 
 }  // namespace nixl::posix::detail

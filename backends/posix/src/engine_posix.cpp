@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 
+#include "engine_of.hpp"
 #include "queue_engine.hpp"
 
 namespace nixl::posix::detail {
@@ -52,15 +53,13 @@ std::string error_text(int err) {
   return std::system_category().message(err);
 }
 
-namespace {
-
-class posix_engine final : public engine {
- public:
-  explicit posix_engine(const engine_options& o) : threads_(o.threads) {
+template <>
+struct engine_of<engine_kind::posix>::state {
+  explicit state(const engine_options& o) : threads_(o.threads) {
     workers_.reserve(threads_);
     for (unsigned i = 0; i < threads_; ++i) workers_.emplace_back([this] { work(); });
   }
-  ~posix_engine() override {
+  ~state() {
     {
       std::lock_guard lk(mu_);
       stop_ = true;
@@ -69,10 +68,12 @@ class posix_engine final : public engine {
     for (auto& t : workers_) t.join();
   }
 
-  engine_kind kind() const noexcept override { return engine_kind::posix; }
-  unsigned depth() const noexcept override { return threads_ == 0 ? 1 : threads_; }
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
 
-  batch_phase submit(io_batch& b) noexcept override {
+  unsigned depth() const noexcept { return threads_ == 0 ? 1 : threads_; }
+
+  batch_phase submit(io_batch& b) noexcept {
     if (threads_ == 0) return run_inline(b);
     if (b.ops.empty()) {
       b.phase.store(batch_phase::done, std::memory_order_release);
@@ -87,11 +88,9 @@ class posix_engine final : public engine {
     return batch_phase::running;
   }
 
-  batch_phase poll(io_batch& b) noexcept override {
-    return b.phase.load(std::memory_order_acquire);
-  }
+  batch_phase poll(io_batch& b) noexcept { return b.phase.load(std::memory_order_acquire); }
 
-  void cancel(io_batch& b) noexcept override {
+  void cancel(io_batch& b) noexcept {
     std::unique_lock lk(mu_);
     if (b.phase.load(std::memory_order_acquire) == batch_phase::running) {
       fail(queue_, b, ECANCELED, 0);
@@ -100,7 +99,6 @@ class posix_engine final : public engine {
     b.phase.store(batch_phase::idle, std::memory_order_release);
   }
 
- private:
   batch_phase run_inline(io_batch& b) noexcept {
     for (std::size_t i = 0; i < b.ops.size(); ++i) {
       if (int e = run_sync(b.ops[i], b.write); e != 0) {
@@ -146,11 +144,8 @@ class posix_engine final : public engine {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace
+template class engine_of<engine_kind::posix>;
 
-std::unique_ptr<engine> make_posix_engine(const engine_options& o) {
-  return std::make_unique<posix_engine>(o);
-}
 
 bool engine_built(engine_kind k) noexcept {
   switch (k) {
@@ -172,18 +167,42 @@ bool engine_built(engine_kind k) noexcept {
   return false;
 }
 
+/// An engine whose library this build lacks: its constructor says so; nothing else is reached.
+struct missing_engine {
+  missing_engine(const char* why) { throw std::system_error(ENOSYS, std::generic_category(), why); }
+  batch_phase submit(io_batch&) noexcept { return batch_phase::failed; }
+  batch_phase poll(io_batch&) noexcept { return batch_phase::failed; }
+  void cancel(io_batch&) noexcept {}
+  unsigned depth() const noexcept { return 0; }
+};
 #ifndef NIXL_POSIX_HAVE_URING
-std::unique_ptr<engine> make_uring_engine(const engine_options&) {
-  throw std::system_error(
-      ENOSYS, std::generic_category(),
-      "io_uring: this build has no liburing (install liburing-dev and reconfigure)");
-}
+template <>
+struct engine_of<engine_kind::uring>::state : missing_engine {
+  explicit state(const engine_options&)
+      : missing_engine(
+            "io_uring: this build has no liburing (install liburing-dev and reconfigure)") {}
+};
+template class engine_of<engine_kind::uring>;
 #endif
 #ifndef NIXL_POSIX_HAVE_AIO
-std::unique_ptr<engine> make_aio_engine(const engine_options&) {
-  throw std::system_error(ENOSYS, std::generic_category(),
-                          "aio: this build has no libaio (install libaio-dev and reconfigure)");
-}
+template <>
+struct engine_of<engine_kind::aio>::state : missing_engine {
+  explicit state(const engine_options&)
+      : missing_engine("aio: this build has no libaio (install libaio-dev and reconfigure)") {}
+};
+template class engine_of<engine_kind::aio>;
 #endif
+
+engine make_engine(engine_kind k, const engine_options& o) {
+  switch (k) {
+    case engine_kind::uring:
+      return engine(std::in_place_type<uring_engine>, o);
+    case engine_kind::aio:
+      return engine(std::in_place_type<aio_engine>, o);
+    case engine_kind::posix:
+      break;
+  }
+  return engine(std::in_place_type<posix_engine>, o);
+}
 
 }  // namespace nixl::posix::detail

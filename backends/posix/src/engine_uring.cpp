@@ -9,15 +9,14 @@
 #include <fmt/format.h>
 #include <nixl/log.hpp>
 
+#include "engine_of.hpp"
 #include "queue_engine.hpp"
 
 namespace nixl::posix::detail {
-namespace {
 
-class uring_engine final : public queue_engine {
- public:
-  explicit uring_engine(const engine_options& o)
-      : queue_engine(std::clamp(o.queue_depth, 1u, 4096u)) {
+template <>
+struct engine_of<engine_kind::uring>::state : queue_engine<engine_of<engine_kind::uring>::state> {
+  explicit state(const engine_options& o) : queue_engine(std::clamp(o.queue_depth, 1u, 4096u)) {
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE;
     p.cq_entries = depth_ * 2;
@@ -35,33 +34,24 @@ class uring_engine final : public queue_engine {
           "io_uring_get_probe_ring: kernel lacks IORING_OP_READ/WRITE (needs 5.6)");
     }
   }
-  ~uring_engine() override {
-    {
-      std::lock_guard lk(mu_);
-      while (kernel_inflight_ != 0) progress_locked(true);
-    }
+  ~state() {
+    drain();
     io_uring_queue_exit(&ring_);
   }
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
 
-  engine_kind kind() const noexcept override { return engine_kind::uring; }
-
- private:
-  void progress_locked(bool wait) noexcept override {
-    for (;;) {
-      unsigned reaped = reap(wait);
-      wait = false;
-      unsigned queued = fill();
-      if (unsubmitted_ != 0) {
-        int r = io_uring_submit(&ring_);
-        if (r > 0) {
-          unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(r));
-        } else if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
-          log::error("POSIX/URING: io_uring_submit failed: {}", error_text(-r));
-          return;
-        }
-      }
-      if (reaped == 0 && queued == 0) return;
+  /// Hands the prepared entries to the kernel; false on a hard error.
+  bool flush() noexcept {
+    if (unsubmitted_ == 0) return true;
+    int r = io_uring_submit(&ring_);
+    if (r > 0) {
+      unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(r));
+    } else if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
+      log::error("POSIX/URING: io_uring_submit failed: {}", error_text(-r));
+      return false;
     }
+    return true;
   }
 
   unsigned reap(bool wait) noexcept {
@@ -111,10 +101,6 @@ class uring_engine final : public queue_engine {
   unsigned unsubmitted_ = 0;
 };
 
-}  // namespace
-
-std::unique_ptr<engine> make_uring_engine(const engine_options& o) {
-  return std::make_unique<uring_engine>(o);
-}
+template class engine_of<engine_kind::uring>;
 
 }  // namespace nixl::posix::detail

@@ -1,4 +1,5 @@
-// Setup path of the POSIX backend: parameters, engine choice, registration, prepare, queries.
+// Setup path of the POSIX backend: engine choice, registration, prepare, queries (parameters:
+// config.cpp; engines: engine_*.cpp).
 
 #include <nixl/backends/posix.hpp>
 
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <system_error>
 #include <utility>
@@ -23,26 +23,6 @@ using detail::engine_kind;
 
 std::string errno_text(int e) {
   return std::system_category().message(e);
-}
-
-std::optional<bool> parse_bool(std::string_view key, std::string_view v) {
-  std::string s(v);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (s.empty()) return std::nullopt;
-  if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
-  if (s == "false" || s == "0" || s == "no" || s == "off") return false;
-  raise(status::invalid_param,
-        "POSIX backend: parameter {} = '{}' is not a boolean; use true or false", key, v);
-}
-
-std::uint64_t parse_uint(std::string_view key, std::string_view v, std::uint64_t lo,
-                         std::uint64_t hi) {
-  std::uint64_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc{} || p != v.data() + v.size() || x < lo || x > hi)
-    raise(status::invalid_param, "POSIX backend: parameter {} = '{}' is not a number in [{}, {}]",
-          key, v, lo, hi);
-  return x;
 }
 
 /// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
@@ -106,67 +86,12 @@ void fill_direct(backend::region& r) {
 #endif
 }
 
-std::unique_ptr<detail::engine> make_engine(engine_kind k, const detail::engine_options& o) {
-  switch (k) {
-    case engine_kind::uring:
-      return detail::make_uring_engine(o);
-    case engine_kind::aio:
-      return detail::make_aio_engine(o);
-    case engine_kind::posix:
-      return detail::make_posix_engine(o);
-  }
-  return nullptr;
-}
-
 }  // namespace
 
-backend::config backend::config::from_params(const nixl::params& p) {
-  config c;
-  struct flag {
-    std::string_view key;
-    engine_kind kind;
-  };
-  // NIXL's order: the first "true" wins.
-  static constexpr flag flags[] = {{"use_aio", engine_kind::aio},
-                                   {"use_uring", engine_kind::uring},
-                                   {"use_posix", engine_kind::posix},
-                                   {"use_posix_aio", engine_kind::posix}};
-  for (const auto& f : flags) {
-    auto it = p.find(f.key);
-    if (it == p.end()) continue;
-    auto v = parse_bool(f.key, it->second);
-    if (!v) continue;
-    if (*v && !c.preferred) c.preferred = f.kind;
-    if (!*v) c.allowed[static_cast<int>(f.kind)] = false;
-  }
-  if (c.preferred) c.allowed[static_cast<int>(*c.preferred)] = true;
-  if (auto it = p.find("kernel_queue_size"); it != p.end() && !it->second.empty())
-    c.queue_depth = static_cast<unsigned>(parse_uint(it->first, it->second, 1, 4096));
-  if (auto it = p.find("num_threads"); it != p.end() && !it->second.empty())
-    c.threads = static_cast<unsigned>(parse_uint(it->first, it->second, 0, 256));
-  if (auto it = p.find("ios_pool_size"); it != p.end() && !it->second.empty())
-    c.ios_pool_size = parse_uint(it->first, it->second, 1, std::uint64_t{1} << 32);
-  return c;
-}
+namespace {
 
-nixl::params backend::config::to_params() const {
-  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  nixl::params p;
-  p["use_uring"] = b(preferred == engine_kind::uring);
-  p["use_aio"] = b(preferred == engine_kind::aio);
-  p["use_posix"] = b(preferred == engine_kind::posix);
-  p["kernel_queue_size"] = std::to_string(queue_depth);
-  p["num_threads"] = std::to_string(threads);
-  p["ios_pool_size"] = std::to_string(ios_pool_size);
-  return p;
-}
-
-nixl::params backend::default_params() {
-  return {{"use_uring", "true"},        {"use_aio", "false"}, {"use_posix", "false"},
-          {"kernel_queue_size", "256"}, {"num_threads", "4"}, {"ios_pool_size", "65536"}};
-}
-
-backend::backend(const config& cfg, const nixl::backend_context& ctx) {
+/// The engine `cfg` asks for, falling back along io_uring, AIO, pread/pwrite.
+detail::engine start_engine(const backend::config& cfg, const nixl::backend_context& ctx) {
   std::vector<engine_kind> order;
   if (cfg.preferred) order.push_back(*cfg.preferred);
   for (auto k : {engine_kind::uring, engine_kind::aio, engine_kind::posix})
@@ -184,22 +109,26 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx) {
       continue;
     }
     try {
-      engine_ = make_engine(k, o);
+      detail::engine e = detail::make_engine(k, o);
+      if (cfg.preferred && k != *cfg.preferred)
+        log::warn("POSIX backend ({}): asked for {}, using {}", ctx.agent_name,
+                  detail::to_string(*cfg.preferred), detail::to_string(k));
+      log::info("POSIX backend ({}): engine {}, queue depth {}", ctx.agent_name,
+                detail::to_string(k), std::visit([](const auto& x) { return x.depth(); }, e));
+      return e;
     } catch (const std::exception& e) {
       log::warn("POSIX backend ({}): engine {} cannot start here: {}; trying the next one",
                 ctx.agent_name, detail::to_string(k), e.what());
       why += fmt::format("{}: {}; ", detail::to_string(k), e.what());
-      continue;
     }
-    if (cfg.preferred && k != *cfg.preferred)
-      log::warn("POSIX backend ({}): asked for {}, using {}", ctx.agent_name,
-                detail::to_string(*cfg.preferred), detail::to_string(k));
-    log::info("POSIX backend ({}): engine {}, queue depth {}", ctx.agent_name, detail::to_string(k),
-              engine_->depth());
-    return;
   }
   raise(status::backend, "POSIX backend: no I/O engine could start ({})", why);
 }
+
+}  // namespace
+
+backend::backend(const config& cfg, const nixl::backend_context& ctx)
+    : engine_(start_engine(cfg, ctx)) {}
 
 backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
@@ -337,8 +266,8 @@ void backend::report(request& req) const noexcept {
   try {
     log::error(
         "POSIX/{}: {} of {} bytes at file offset {} on fd {} (operation {} of {}) failed: {}",
-        detail::to_string(engine_->kind()), b.write ? "write" : "read", op.len, op.offset, op.fd,
-        b.err_op, b.ops.size(), detail::error_text(b.err));
+        detail::to_string(detail::kind_of(engine_)), b.write ? "write" : "read", op.len, op.offset,
+        op.fd, b.err_op, b.ops.size(), detail::error_text(b.err));
   } catch (...) {
   }
 }

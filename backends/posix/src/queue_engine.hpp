@@ -1,10 +1,12 @@
 #pragma once
 // Shared machinery of the engines: the FIFO of running batches, the retry list of operations
-// that came back short, and the bookkeeping that ends a batch.
+// that came back short, the bookkeeping that ends a batch, and the one progress loop of the
+// kernel-queue engines (io_uring and AIO).
 
+#include <cerrno>
 #include <mutex>
 
-#include <nixl/backends/posix/engine.hpp>
+#include <nixl/backends/posix/detail/engine.hpp>
 
 namespace nixl::posix::detail {
 
@@ -70,12 +72,15 @@ inline void fail(batch_queue& q, io_batch& b, int err, std::size_t idx) noexcept
 }
 
 /// Base of the kernel-queue engines (io_uring, AIO): one lock, a FIFO of batches, a retry list
-/// and `depth` operations in the kernel at most. Subclasses provide `progress_locked`.
-class queue_engine : public engine {
+/// and `depth` operations in the kernel at most. `Engine` (CRTP) provides the three steps of
+/// the progress loop: `reap(wait)` (completions taken, waiting for one when `wait`), `fill()`
+/// (operations prepared for the kernel) and `flush()` (hand them over; false on a hard error).
+template <class Engine>
+class queue_engine {
  public:
   explicit queue_engine(unsigned depth) : depth_(depth) {}
 
-  batch_phase submit(io_batch& b) noexcept override {
+  batch_phase submit(io_batch& b) noexcept {
     if (b.ops.empty()) {
       b.phase.store(batch_phase::done, std::memory_order_release);
       return batch_phase::done;
@@ -87,7 +92,7 @@ class queue_engine : public engine {
     return b.phase.load(std::memory_order_acquire);
   }
 
-  batch_phase poll(io_batch& b) noexcept override {
+  batch_phase poll(io_batch& b) noexcept {
     auto p = b.phase.load(std::memory_order_acquire);
     if (p != batch_phase::running) return p;
     std::lock_guard lk(mu_);
@@ -95,7 +100,7 @@ class queue_engine : public engine {
     return b.phase.load(std::memory_order_acquire);
   }
 
-  void cancel(io_batch& b) noexcept override {
+  void cancel(io_batch& b) noexcept {
     std::lock_guard lk(mu_);
     if (b.phase.load(std::memory_order_acquire) == batch_phase::running) {
       fail(queue_, b, ECANCELED, 0);
@@ -104,11 +109,27 @@ class queue_engine : public engine {
     b.phase.store(batch_phase::idle, std::memory_order_release);
   }
 
-  unsigned depth() const noexcept override { return depth_; }
+  unsigned depth() const noexcept { return depth_; }
 
  protected:
-  /// Reaps what completed (waiting for one completion when `wait`), then fills the kernel queue.
-  virtual void progress_locked(bool wait) noexcept = 0;
+  /// Reaps what completed (waiting for one completion when `wait`), then fills the kernel queue,
+  /// until neither step finds work.
+  void progress_locked(bool wait) noexcept {
+    auto& self = static_cast<Engine&>(*this);
+    for (;;) {
+      unsigned reaped = self.reap(wait);
+      wait = false;
+      unsigned queued = self.fill();
+      if (!self.flush()) return;
+      if (reaped == 0 && queued == 0) return;
+    }
+  }
+
+  /// Waits until the kernel holds nothing of ours (before the ring or context goes away).
+  void drain() noexcept {
+    std::lock_guard lk(mu_);
+    while (kernel_inflight_ != 0) progress_locked(true);
+  }
 
   /// Next operation to hand to the kernel: retries first, then queued batches.
   io_op* next_op() noexcept {

@@ -1,3 +1,6 @@
+// One file above 600 lines for now: it will be split along the backend layout of
+// docs/architecture.md (config, wire format, progress, registration, peers) once the concurrent
+// work on the UCX backend has landed.
 // Setup path of the UCX backend: context, workers, progress thread, peers, notifications.
 
 #include <nixl/backends/ucx.hpp>
@@ -29,6 +32,7 @@
 #include <unordered_map>
 
 #include <nixl/detail/codec.hpp>
+#include <nixl/detail/params.hpp>
 #include <nixl/log.hpp>
 
 namespace nixl::ucx {
@@ -59,30 +63,6 @@ std::uint64_t fnv1a(std::string_view s) noexcept {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
-bool parse_bool(std::string_view key, std::string_view v) {
-  const std::string l = lower(v);
-  if (l == "1" || l == "y" || l == "yes" || l == "on" || l == "true" || l == "enable") return true;
-  if (l == "0" || l == "n" || l == "no" || l == "off" || l == "false" || l == "disable")
-    return false;
-  raise(status::invalid_param, "UCX parameter {}='{}': not a boolean; use true or false", key, v);
-}
-
-std::size_t parse_count(std::string_view key, std::string_view value, std::size_t lo,
-                        std::size_t hi) {
-  std::size_t n = 0;
-  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc{} || ptr != value.data() + value.size() || n < lo || n > hi)
-    raise(status::invalid_param, "UCX parameter {}='{}': use a number from {} to {}", key, value,
-          lo, hi);
-  return n;
 }
 
 std::string read_first_line(const char* path) {
@@ -275,15 +255,15 @@ config config::from_params(const params& p) {
   config c;
   for (const auto& [key, value] : p) {
     if (key == "num_workers") {
-      c.num_workers = parse_count(key, value, 1, max_workers);
+      c.num_workers = nixl::detail::parse_number("UCX", key, value, 1, max_workers);
     } else if (key == "num_threads") {
-      c.num_threads = parse_count(key, value, 0, max_workers);
+      c.num_threads = nixl::detail::parse_number("UCX", key, value, 0, max_workers);
     } else if (key == "split_batch_size") {
-      c.split_batch_size = parse_count(key, value, 0, std::size_t{1} << 30);
+      c.split_batch_size = nixl::detail::parse_number("UCX", key, value, 0, std::size_t{1} << 30);
     } else if (key == "device_list" || key == "ucx_devices") {
       if (!value.empty()) c.device_list = value;
     } else if (key == "ucx_error_handling_mode") {
-      const std::string v = lower(value);
+      const std::string v = nixl::detail::lower(value);
       if (v == "auto" || v.empty())
         c.error_handling = error_mode::automatic;
       else if (v == "peer" || v == "ucp_err_handling_mode_peer")
@@ -297,14 +277,10 @@ config config::from_params(const params& p) {
       parse_engine_config(value);  // validates
       c.engine_config = value;
     } else if (key == "progress_spin_us") {
-      long long us = -1;
-      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), us);
-      if (ec != std::errc{} || ptr != value.data() + value.size() || us < 0 || us > 1000000)
-        raise(status::invalid_param,
-              "UCX parameter progress_spin_us='{}': use microseconds from 0 to 1000000", value);
-      c.progress_spin = std::chrono::microseconds(us);
+      c.progress_spin =
+          std::chrono::microseconds(nixl::detail::parse_number("UCX", key, value, 0, 1000000));
     } else if (key == "enable_prog_thread") {
-      c.enable_prog_thread = parse_bool(key, value);
+      c.enable_prog_thread = nixl::detail::parse_bool("UCX", key, value);
     } else {
       log::warn("UCX: ignoring unknown parameter '{}'", key);
     }
@@ -485,22 +461,23 @@ engine::engine(const config& cfg, const backend_context& bctx)
   peers_.push_back(std::move(self));
 
   if (want_thread) {
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_fd_ < 0 || wake_fd_ < 0)
+    // Owned at once: a throw below (or later in this constructor) closes them.
+    epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!epoll_fd_ || !wake_fd_)
       raise(status::backend, "UCX progress thread: epoll_create1/eventfd: {}",
             std::strerror(errno));
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev) != 0)
       raise(status::backend, "UCX progress thread: epoll_ctl: {}", std::strerror(errno));
     for (auto& w : workers_) {
       int efd = -1;
       NIXL_UCS_CHECK(ucp_worker_get_efd(w.get(), &efd));
       efds_.push_back(efd);
       ev.data.ptr = this;
-      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, efd, &ev) != 0)
+      if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, efd, &ev) != 0)
         raise(status::backend, "UCX progress thread: epoll_ctl(worker fd): {}",
               std::strerror(errno));
     }
@@ -550,8 +527,8 @@ engine::~engine() {
   }
   workers_.clear();
   drain_deferred(true);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  wake_fd_.reset();
+  epoll_fd_.reset();
 }
 
 std::uint32_t engine::thread_index() noexcept {
@@ -562,7 +539,7 @@ std::uint32_t engine::thread_index() noexcept {
 
 void engine::wake() noexcept {
   const std::uint64_t one = 1;
-  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof(one));
+  [[maybe_unused]] const auto n = ::write(wake_fd_.get(), &one, sizeof(one));
 }
 
 // The progress thread. Per worker it is in one of two modes:
@@ -626,13 +603,13 @@ void engine::run() noexcept {
     if (busy) sleep_ms = 1;
     int n = 0;
     if (busy) {
-      n = ::epoll_wait(epoll_fd_, evs, 16, 0);
+      n = ::epoll_wait(epoll_fd_.get(), evs, 16, 0);
     } else if (any_driven) {
       const timespec ts{0, tick_ns};
-      n = ::epoll_pwait2(epoll_fd_, evs, 16, &ts, nullptr);
-      if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_, evs, 16, 1);
+      n = ::epoll_pwait2(epoll_fd_.get(), evs, 16, &ts, nullptr);
+      if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_.get(), evs, 16, 1);
     } else {
-      n = ::epoll_wait(epoll_fd_, evs, 16, sleep_ms);
+      n = ::epoll_wait(epoll_fd_.get(), evs, 16, sleep_ms);
       if (n == 0) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
     }
     for (std::size_t i = 0; i < nw; ++i) watch_[i].armed_sleep.store(0, std::memory_order_relaxed);
@@ -644,12 +621,12 @@ void engine::run() noexcept {
       void* tag = evs[i].data.ptr;
       if (tag == nullptr) {
         std::uint64_t v;
-        [[maybe_unused]] const auto r = ::read(wake_fd_, &v, sizeof(v));
+        [[maybe_unused]] const auto r = ::read(wake_fd_.get(), &v, sizeof(v));
       } else if (tag != this) {
         auto* p = static_cast<peer_state*>(tag);
         {
           std::lock_guard lk(peers_mu_);
-          if (p->pidfd >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+          if (p->pidfd >= 0) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p->pidfd, nullptr);
         }
         mark_failed(p, "process exited");
       }
@@ -681,7 +658,7 @@ void engine::set_worker_events(std::size_t i, bool on) noexcept {
   epoll_event ev{};
   ev.events = on ? EPOLLIN : 0;
   ev.data.ptr = this;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, efds_[i], &ev) != 0)
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, efds_[i], &ev) != 0)
     log::warn("UCX progress thread: epoll_ctl(MOD worker fd): {}", std::strerror(errno));
 }
 
@@ -864,7 +841,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = raw;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
       log::warn("UCX: cannot watch process {} of '{}': {}", rec.pid, name, std::strerror(errno));
   }
   peers_.push_back(std::move(p));
@@ -925,7 +902,7 @@ void engine::unload_peer(peer_state* p) noexcept {
   {
     std::lock_guard lk(peers_mu_);
     if (p->pidfd >= 0) {
-      if (thread_.joinable()) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->pidfd, nullptr);
+      if (thread_.joinable()) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p->pidfd, nullptr);
     }
   }
   close_eps(p);

@@ -1,3 +1,5 @@
+// Above 600 lines: one test file per backend feature set, GPU cases together so that they
+// skip together without a GPU.
 // CUDA backend tests on GPUs, through nixl::agent<nixl::cuda::backend>. Each case skips with
 // the reason when the GPUs it needs are absent.
 

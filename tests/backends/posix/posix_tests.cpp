@@ -1,3 +1,4 @@
+// Above 600 lines: the POSIX backend's test cases, one per behaviour, for all three engines.
 // POSIX backend: every engine, through the backend contract and through nixl::agent.
 
 #include <fcntl.h>

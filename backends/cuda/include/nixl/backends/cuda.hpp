@@ -106,9 +106,8 @@ class backend {
 
   /// Parameters (all optional; values are strings):
   /// - `streams_per_gpu` (4): streams per GPU that requests take in turn.
-  /// - `kernel_max_bytes` (1 MiB, measured: docs/cuda.md): descriptors of at most this size go to
-  /// the batch
-  ///   kernel; larger ones to the copy engines. 0 disables the kernel.
+  /// - `kernel_max_bytes` (1 MiB, measured: docs/cuda.md): descriptors of at most this size go
+  ///   to the batch kernel; larger ones to the copy engines. 0 disables the kernel.
   /// - `kernel_min_count` (3): fewer small descriptors than this in a request use the copy
   ///   engines as well (one copy call costs about one launch).
   /// - `pin_dram` (true): pin pageable DRAM at registration with cudaHostRegister.

@@ -16,9 +16,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
-#include <nixl/backends/posix/engine.hpp>
+#include <nixl/backends/posix/detail/engine.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/log.hpp>
 #include <nixl/memory.hpp>
@@ -127,13 +128,15 @@ class backend {
       return nixl::status::repost_active;
     req.batch.reset();
     req.reported = false;
-    return to_status(req, engine_->submit(req.batch));
+    return to_status(req, std::visit([&](auto& e) { return e.submit(req.batch); }, engine_));
   }
   /// Progresses the engine and reports the request's state.
-  nixl::status check(request& req) noexcept { return to_status(req, engine_->poll(req.batch)); }
+  nixl::status check(request& req) noexcept {
+    return to_status(req, std::visit([&](auto& e) { return e.poll(req.batch); }, engine_));
+  }
   /// Cancels what is still queued, waits for what is in flight. Always `success`.
   nixl::status release(request& req) noexcept {
-    engine_->cancel(req.batch);
+    std::visit([&](auto& e) { e.cancel(req.batch); }, engine_);
     return nixl::status::success;
   }
 
@@ -143,9 +146,13 @@ class backend {
   std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
 
   /// The engine in use ("URING", "AIO" or "POSIX").
-  std::string_view engine_name() const noexcept { return detail::to_string(engine_->kind()); }
+  std::string_view engine_name() const noexcept {
+    return detail::to_string(detail::kind_of(engine_));
+  }
   /// Operations in flight at most.
-  unsigned queue_depth() const noexcept { return engine_->depth(); }
+  unsigned queue_depth() const noexcept {
+    return std::visit([](const auto& e) { return e.depth(); }, engine_);
+  }
 
  private:
   nixl::status to_status(request& req, detail::batch_phase p) noexcept {
@@ -164,7 +171,7 @@ class backend {
   }
   void report(request& req) const noexcept;
 
-  std::unique_ptr<detail::engine> engine_;
+  detail::engine engine_;  // io_uring, AIO or pread/pwrite, chosen at construction
 };
 
 static_assert(nixl::backend<backend>);

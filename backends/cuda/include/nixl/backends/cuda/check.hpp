@@ -2,9 +2,10 @@
 /// Checked calls into the CUDA runtime. Every runtime call of the backend goes through one of
 /// these macros, which record the call text, file and line:
 ///
-///   NIXL_CUDA_CHECK(cudaMalloc(&p, n));          // throws nixl::error(backend, "cudaMalloc(&p,
-///   n): ...") if (!NIXL_CUDA_WARN(cudaFree(p))) { ... }    // destructors: report once, never
-///   throw
+// clang-format off
+///   NIXL_CUDA_CHECK(cudaMalloc(&p, n));       // throws nixl::error(backend, "cudaMalloc(&p, n): ...")
+///   if (!NIXL_CUDA_WARN(cudaFree(p))) { ... } // destructors: report once, never throw
+// clang-format on
 ///
 /// A failed call also clears the runtime's last-error slot so that the failure does not leak
 /// into unrelated checks. Sticky errors (an illegal address in a kernel, for example) cannot be

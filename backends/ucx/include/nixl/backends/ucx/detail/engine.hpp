@@ -19,55 +19,14 @@
 
 #include <ucp/api/ucp.h>
 
+#include <nixl/backends/ucx/config.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/unique_fd.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::ucx {
-
-/// How endpoints detect a peer that went away (`ucx_error_handling_mode`).
-enum class error_mode : std::uint8_t {
-  /// Same host: UCX mode `none` (shared memory and cma stay usable) plus a watch on the peer
-  /// process; other hosts: UCX mode `peer`. The default.
-  automatic = 0,
-  /// UCX mode `peer` everywhere (UCX 1.13 then uses TCP even between processes of one host).
-  peer = 1,
-  /// UCX mode `none` and no watch: a dead peer leaves its requests in progress forever.
-  none = 2,
-};
-
-std::string_view to_string(error_mode m) noexcept;
-
-/// Backend configuration. `from_params` takes NIXL's parameter names.
-struct config {
-  /// UCX workers (`num_workers`); requests are spread over them round-robin.
-  std::size_t num_workers = 1;
-  /// Application threads that post on this backend (`num_threads`, NIXL's name). When set, the
-  /// backend has at least this many workers and binds a request to the worker of the thread
-  /// that makes it, so that threads posting at once do not share a worker. 0: off.
-  std::size_t num_threads = 0;
-  /// Requests with more descriptors than this are posted as chunks of this many descriptors,
-  /// one chunk per worker (`split_batch_size`, NIXL's name). 0: never split.
-  std::size_t split_batch_size = 0;
-  /// Network devices, comma separated (`device_list`, alias `ucx_devices`); empty = all.
-  std::string device_list;
-  /// Peer failure detection (`ucx_error_handling_mode`: auto, peer, none).
-  error_mode error_handling = error_mode::automatic;
-  /// UCX settings `KEY=VALUE,KEY=VALUE` without the `UCX_` prefix (`engine_config`).
-  std::string engine_config;
-  /// After work, the progress thread keeps polling this long before it sleeps on the event fd
-  /// (`progress_spin_us`): a target serving small requests then answers without a wake-up.
-  std::chrono::microseconds progress_spin{50};
-  /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
-  /// default in `nixl::agent_config`).
-  std::optional<bool> enable_prog_thread;
-
-  /// Parses NIXL-style params; throws `nixl::error(invalid_param)` naming a bad value.
-  static config from_params(const params& p);
-  /// The params that give this config back.
-  params to_params() const;
-};
 
 namespace detail {
 
@@ -303,8 +262,8 @@ class engine {
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;
 
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  nixl::detail::unique_fd epoll_fd_;
+  nixl::detail::unique_fd wake_fd_;
   std::atomic<bool> stop_{false};
   int timeout_ms_ = 100;
   std::thread thread_;

@@ -1,8 +1,9 @@
 #pragma once
-/// Internal I/O engines of the POSIX backend: io_uring, Linux AIO and plain pread/pwrite, behind
-/// one small interface. A request owns an `io_batch` (its resolved operations); an engine is shared
-/// by all requests of one backend and moves the operations of any number of batches through a
-/// bounded queue.
+/// The I/O engines of the POSIX backend: io_uring, Linux AIO and plain pread/pwrite, one class
+/// each, chosen at run time as a `std::variant` (`engine`), not behind a virtual base. A request
+/// owns an `io_batch` (its resolved operations); an engine is shared by all requests of one
+/// backend and moves the operations of any number of batches through a bounded queue. Each
+/// engine keeps its library state (ring, AIO context, workers) in its source file.
 
 #include <atomic>
 #include <cstddef>
@@ -10,6 +11,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace nixl::posix::detail {
@@ -95,34 +98,59 @@ struct io_batch {
   }
 };
 
-/// The one interface all engines implement. `submit`, `poll` and `cancel` never throw and never
-/// allocate; they return the batch's phase after doing what work is ready.
-class engine {
- public:
-  virtual ~engine() = default;
-  virtual engine_kind kind() const noexcept = 0;
-  /// Starts a batch whose `reset()` has been called. Empty batches are done at once.
-  virtual batch_phase submit(io_batch&) noexcept = 0;
-  /// Makes progress (reaps completions, submits queued operations) and returns the phase.
-  virtual batch_phase poll(io_batch&) noexcept = 0;
-  /// Stops submitting the batch's operations and waits for those already in flight; afterwards
-  /// the batch is idle and its buffers are free.
-  virtual void cancel(io_batch&) noexcept = 0;
-  /// Queue depth actually in use.
-  virtual unsigned depth() const noexcept = 0;
-};
-
 /// Engine settings.
 struct engine_options {
   unsigned queue_depth = 256;  // operations in flight per engine (uring, aio)
   unsigned threads = 4;        // worker threads of the posix engine; 0 = inline in submit
 };
 
-/// Each factory throws `std::system_error` (with the failing call in the message) when the
-/// engine cannot run here (no kernel support, seccomp, limits).
-std::unique_ptr<engine> make_uring_engine(const engine_options&);
-std::unique_ptr<engine> make_aio_engine(const engine_options&);
-std::unique_ptr<engine> make_posix_engine(const engine_options&);
+// The engines share one surface. `submit`, `poll` and `cancel` never throw and never allocate;
+// they return the batch's phase after doing what work is ready: `submit(b)` starts a batch whose
+// `reset()` has been called (empty batches are done at once); `poll(b)` makes progress (reaps
+// completions, submits queued operations); `cancel(b)` stops submitting the batch's operations
+// and waits for those already in flight, after which the batch is idle and its buffers are
+// free; `depth()` is the queue depth in use. Constructors throw `std::system_error` (naming the
+// failing call) when the engine cannot run here (no kernel support, seccomp, limits, or not in
+// this build).
+
+/// Engine `K`: the surface above, over state kept in src/engine_<k>.cpp (where `state` is
+/// specialized and this class instantiated).
+template <engine_kind K>
+class engine_of {
+ public:
+  static constexpr engine_kind kind = K;
+  explicit engine_of(const engine_options& o);
+  engine_of(engine_of&&) noexcept;
+  engine_of& operator=(engine_of&&) noexcept;
+  ~engine_of();
+  batch_phase submit(io_batch& b) noexcept;
+  batch_phase poll(io_batch& b) noexcept;
+  void cancel(io_batch& b) noexcept;
+  unsigned depth() const noexcept;
+
+  struct state;
+
+ private:
+  std::unique_ptr<state> s_;
+};
+
+/// io_uring (liburing): one ring, `depth` operations in flight.
+using uring_engine = engine_of<engine_kind::uring>;
+/// Linux AIO (libaio): one context, `depth` control blocks in flight.
+using aio_engine = engine_of<engine_kind::aio>;
+/// pread/pwrite on a small worker pool, or inline in `submit` with 0 threads.
+using posix_engine = engine_of<engine_kind::posix>;
+
+/// The engine of one backend, chosen at run time.
+using engine = std::variant<uring_engine, aio_engine, posix_engine>;
+
+/// Starts engine `k`; throws `std::system_error` when it cannot run here.
+engine make_engine(engine_kind k, const engine_options& o);
+
+/// Which engine `e` is.
+inline engine_kind kind_of(const engine& e) noexcept {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::kind; }, e);
+}
 
 /// True when this build has the engine (liburing / libaio found at configure time).
 bool engine_built(engine_kind) noexcept;

@@ -100,6 +100,11 @@ def test_cuda_tensors_through_cuda_backend(unique_name):
     for i in range(k):
         assert torch.equal(dsts[k - 1 - i], srcs[i])
     p.release()
+    # memory that prepared lists still use is refused (NIXL_ERR_NOT_ALLOWED) until they go
+    with pytest.raises(nb.nixlNotAllowedError):
+        a.deregister_memory(reg_v)
+    a.release_dlist_handle(local)
+    a.release_dlist_handle(remote)
     a.deregister_memory(reg_v)
     a.deregister_memory(reg_h)
 

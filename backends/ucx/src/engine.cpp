@@ -977,9 +977,20 @@ void engine::reclaim(op_slot* s) noexcept {
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+bool engine::handles_in_use() noexcept {
+  if (orphans_.load(std::memory_order_acquire) != 0) return true;
+  std::lock_guard lk(peers_mu_);
+  for (const auto& p : peers_)
+    if (!p->is_self && !p->ucx_peer_mode && p->failed.load(std::memory_order_acquire)) return true;
+  return false;
+}
+
 template <class H>
 void engine::defer_handles(std::vector<H>& list, std::span<H> handles) noexcept {
-  if (orphans_.load(std::memory_order_acquire) != 0) {
+  // UCX 1.13 keeps an emulated put to a dead same-host peer queued on its shared-memory endpoint
+  // until ucp_worker_destroy purges it; the purge then releases the operation's memory handle,
+  // so a handle unmapped before that is used after free (SIGSEGV in ucp_mem_rereg_mds).
+  if (handles_in_use()) {
     std::lock_guard lk(deferred_mu_);
     try {
       for (H& h : handles) list.push_back(std::move(h));
@@ -1003,7 +1014,7 @@ void engine::defer(std::vector<rkey_handle>& rkeys) noexcept {
 }
 
 void engine::drain_deferred(bool force) noexcept {
-  if (!force && orphans_.load(std::memory_order_acquire) != 0) return;
+  if (!force && handles_in_use()) return;
   std::vector<mem_handle> memh;
   std::vector<rkey_handle> rkeys;
   {

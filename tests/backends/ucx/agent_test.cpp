@@ -354,6 +354,12 @@ TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_
 TEST_CASE("ucx agents: a target destroyed with a write in flight ends it, and teardown is clean") {
   // UCX 1.22 queues same-host puts on the cma endpoint; destroying a worker whose endpoint
   // still holds them aborted in ucp_worker_destroy (arbiter.c) before the close was awaited.
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  if (major == 1 && minor < 14)
+    NIXL_SKIP("UCX " << major << '.' << minor
+                     << " can corrupt its heap when a worker is destroyed with emulated puts "
+                        "queued to an agent already gone (docs/ucx.md, known issues)");
   const bool thread = GENERATE(true, false);
   CAPTURE(thread);
   nixl::agent_config cfg;

@@ -203,6 +203,10 @@ class engine {
   void probe(peer_state* p) noexcept;
   void reclaim(op_slot* s) noexcept;
   void drain_deferred(bool force) noexcept;
+  /// True while UCX may still hold operations that use local memory handles or rkeys: released
+  /// requests in flight, or a failed peer in UCX error mode `none`, whose endpoints UCX will not
+  /// force-close (their queued operations are purged only when the worker is destroyed).
+  bool handles_in_use() noexcept;
   template <class H>
   void defer_handles(std::vector<H>& list, std::span<H> handles) noexcept;
   void check_local_peers() noexcept;

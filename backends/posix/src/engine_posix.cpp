@@ -146,7 +146,6 @@ struct engine_of<engine_kind::posix>::state {
 
 template class engine_of<engine_kind::posix>;
 
-
 bool engine_built(engine_kind k) noexcept {
   switch (k) {
     case engine_kind::uring:

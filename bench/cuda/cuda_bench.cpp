@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
     must(e, "cudaEventQuery");
   };
 
-  // ---- 1. large copies across GPUs --------------------------------------------------------
+  // 1. large copies across GPUs
   std::printf("\n## VRAM -> VRAM, GPU 0 -> GPU %d, one descriptor per request\n", d1);
   std::printf("%-10s %14s %14s %14s %10s %16s\n", "size", "nixl us", "nixl GB/s", "peer GB/s",
               "ratio", "kernel-only GB/s");
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  // ---- 2. 64 x 4 KiB -----------------------------------------------------------------------
+  // 2. 64 x 4 KiB
   std::printf("\n## 64 x 4 KiB blocks per request (blocks 64 KiB apart)\n");
   std::printf("%-12s %-28s %12s %12s %16s\n", "path", "method", "us/request", "us/block",
               "us/block (16 in flight)");
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
                 "-");
   }
 
-  // ---- 3. crossover ------------------------------------------------------------------------
+  // 3. crossover
   std::printf("\n## kernel vs copy engines, GPU 0 -> GPU %d: us per request (kernel / engines)\n",
               d1);
   std::printf("%-10s", "desc size");
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("# descriptors of the crossover table are 'size' apart, so none merge\n");
-  // ---- 4. copy engines in parallel ---------------------------------------------------------
+  // 4. copy engines in parallel
   // One copy split over k streams of the source GPU (push) or of the destination GPU (pull).
   if (ndev > 1) {
     std::printf("\n## one copy split over k streams, GPU 0 -> GPU 1, GB/s (runtime calls only)\n");

@@ -71,7 +71,7 @@ void counts(benchmark::State& s, std::size_t n) {
   s.counters["descs"] = static_cast<double>(n);
 }
 
-// ---- prep: resolving a list once ------------------------------------------------------------
+// Prep: resolving a list once
 
 void prepare_list_local(benchmark::State& s) {
   auto& a = the_agent();
@@ -107,7 +107,7 @@ BENCHMARK(prepare_list_remote)
     ->Arg(1 << 20)
     ->Unit(benchmark::kMicrosecond);
 
-// ---- make: a request from two lists (includes its release at the end of the iteration) -----
+// Make: a request from two lists (includes its release at the end of the iteration)
 
 void create_request(benchmark::State& s) {
   auto& a = the_agent();
@@ -145,7 +145,7 @@ BENCHMARK(create_request_typed)
     ->Arg(1 << 20)
     ->Unit(benchmark::kMicrosecond);
 
-// ---- make from prepared lists with indices ----------------------------------------------------
+// Make from prepared lists with indices
 
 void make_request(benchmark::State& s) {
   auto& a = the_agent();
@@ -164,7 +164,7 @@ void make_request(benchmark::State& s) {
 }
 BENCHMARK(make_request)->Arg(1)->Arg(256)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
 
-// ---- post and status --------------------------------------------------------------------------
+// Post and status
 
 /// post() then status() until done; polls = how often the backend says in_progress first.
 void post_status(benchmark::State& s) {
@@ -207,7 +207,7 @@ void status_done(benchmark::State& s) {
 }
 BENCHMARK(status_done);
 
-// ---- release ----------------------------------------------------------------------------------
+// Release
 
 /// release() of one made (and completed) request; requests are made 1024 at a time, untimed.
 void release(benchmark::State& s) {

@@ -163,7 +163,7 @@ nixl::params backend_params(const options& o) {
   return p;
 }
 
-// ---- segments: what one side transfers from or into -------------------------------------------
+// Segments: what one side transfers from or into
 
 /// A DRAM buffer, a VRAM buffer or a file, all addressed by offsets from 0.
 class segment {
@@ -337,7 +337,7 @@ nixl::ucx::backend* ucx_allocator(bench_agent& a, const options& o) {
   return &a.get_backend<nixl::ucx::backend>();
 }
 
-// ---- notifications as a small request/reply channel --------------------------------------------
+// Notifications as a small request/reply channel
 
 class mailbox {
  public:
@@ -378,8 +378,7 @@ std::string verify_msg(std::uint32_t seed, const nb::layout& lay, std::size_t co
                      threads);
 }
 
-// ---- the target side, as the initiator sees it
-// ---------------------------------------------------
+// The target side, as the initiator sees it
 
 class target_side {
  public:
@@ -514,8 +513,7 @@ class remote_target final : public target_side {
   bool done_ = false;
 };
 
-// ---- target process
-// ------------------------------------------------------------------------------
+// Target process
 
 int run_target(const options& o, int port_fd) {
   nixl::agent_config cfg;
@@ -614,7 +612,7 @@ int run_target(const options& o, int port_fd) {
   }
 }
 
-// ---- baselines ---------------------------------------------------------------------------------
+// Baselines
 
 struct baseline_result {
   double gbps = 0, us = 0;
@@ -756,7 +754,7 @@ baseline_result cuda_baseline(nixl::mem_kind lk, nixl::mem_kind tk, const nb::la
 }
 #endif
 
-// ---- progress line -----------------------------------------------------------------------------
+// Progress line
 
 class progress_line {
  public:
@@ -782,7 +780,7 @@ class progress_line {
   nb::clock::time_point last_{};
 };
 
-// ---- the sweep ---------------------------------------------------------------------------------
+// The sweep
 
 struct thread_out {
   std::vector<double> prep, post, tx;
@@ -810,7 +808,7 @@ void must(nixl::status s, const char* what) {
     fail(fmt::format("{}: transfer ended with {}", what, nixl::to_string(s)));
 }
 
-// ---- modes added to nixlbench's: pipelined reposts, re-registration ----------------------------
+// Modes added to nixlbench's: pipelined reposts, re-registration
 
 /// `--pipeline_depth D` (repost mode): D requests of `batch` blocks each, on consecutive blocks
 /// of the thread's range, all in flight; each is reposted as soon as it completes. The warm-up
@@ -1085,7 +1083,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
   return row;
 }
 
-// ---- --compare_nixl: NIXL's nixlbench over the same sweep, in the same run ---------------------
+// --compare_nixl: NIXL's nixlbench over the same sweep, in the same run
 
 /// nixlbench's arguments for the sweep `o` describes (its flag names are ours).
 std::vector<std::string> nixlbench_args(const options& o) {

@@ -16,7 +16,6 @@ namespace nixl::metadata {
 
 using json = nlohmann::json;
 
-// ---------------------------------------------------------------------------------------------
 // base64
 
 namespace {
@@ -91,7 +90,6 @@ std::string base64_decode(std::string_view in) {
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
 // helpers
 
 namespace {
@@ -173,7 +171,6 @@ size_t append_body(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
 // etcd_client
 
 struct etcd_client::impl {
@@ -335,7 +332,6 @@ const std::vector<std::string>& etcd_client::endpoints() const noexcept {
   return impl_->endpoints;
 }
 
-// ---------------------------------------------------------------------------------------------
 // etcd_watcher
 
 namespace {

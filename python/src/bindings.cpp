@@ -34,7 +34,7 @@ using agent_t = nixl::agent_over<nixl::enabled_backends>;
 using prepared_t = typename agent_t::prepared;
 using request_t = typename agent_t::xfer_request;
 
-// ---- exceptions ---------------------------------------------------------------------------
+// Exceptions
 
 /// One Python exception class per negative status, index = -status.
 PyObject* g_exc[13] = {};
@@ -55,7 +55,7 @@ status check(status s, std::string_view call) {
   return s;
 }
 
-// ---- descriptor lists ---------------------------------------------------------------------
+// Descriptor lists
 
 /// NIXL's nixlRemoteDesc list: (addr, len, dev, agent name).
 struct remote_dlist {
@@ -164,7 +164,7 @@ py::object decode_any(const std::string& b) {
                                 static_cast<int>(type)));
 }
 
-// ---- agent config and telemetry -----------------------------------------------------------
+// Agent config and telemetry
 
 /// NIXL's default_comm_port: the metadata listener's port.
 inline constexpr int default_comm_port = 8888;
@@ -215,7 +215,7 @@ std::vector<std::uintptr_t> handle_list(const py::object& o) {
   }
 }
 
-// ---- the agent ----------------------------------------------------------------------------
+// The agent
 
 class py_agent {
  public:
@@ -588,7 +588,7 @@ class py_agent {
   std::unordered_map<std::uintptr_t, std::shared_ptr<request_t>> reqs_;
 };
 
-// ---- list bindings shared by the xfer and reg lists ----------------------------------------
+// List bindings shared by the xfer and reg lists
 
 template <class List, class Cls>
 void common_list_methods(Cls& c) {
@@ -634,7 +634,7 @@ using nixl::xfer_op;
 PYBIND11_MODULE(_bindings, m) {
   m.doc() = "NIXL-compatible bindings of the nixl C++ library";
 
-  // ---- constants and enums ----
+  // Constants and enums
   m.attr("NIXL_INIT_AGENT") = "";
   m.attr("DEFAULT_COMM_PORT") = default_comm_port;
   m.attr("HAVE_UCX_GPU_DEVICE_API") = false;
@@ -686,7 +686,7 @@ PYBIND11_MODULE(_bindings, m) {
       .export_values();
   compare_with_ints(status_enum);
 
-  // ---- exceptions (RuntimeError subclasses, one per error status) ----
+  // Exceptions (RuntimeError subclasses, one per error status)
   const std::pair<const char*, int> excs[] = {
       {"nixlNotPostedError", 1},         {"nixlInvalidParamError", 2}, {"nixlBackendError", 3},
       {"nixlNotFoundError", 4},          {"nixlMismatchError", 5},     {"nixlNotAllowedError", 6},
@@ -708,7 +708,7 @@ PYBIND11_MODULE(_bindings, m) {
     }
   });
 
-  // ---- descriptor lists ----
+  // Descriptor lists
   py::class_<xfer_dlist> xl(m, "nixlXferDList");
   xl.def(py::init([](mem_kind k, long long init_size) {
            if (init_size < 0) throw py::value_error("init_size must not be negative");
@@ -888,7 +888,7 @@ PYBIND11_MODULE(_bindings, m) {
       py::arg("serdes"),
       "Decodes bytes from _serialize_descs; raises nixlMismatchError on malformed input.");
 
-  // ---- config and telemetry ----
+  // Config and telemetry
   py::class_<py_config>(m, "nixlAgentConfig")
       .def(py::init<>())
       .def(py::init([](bool prog, bool listen, int port, nixl::thread_sync sync,
@@ -926,7 +926,7 @@ PYBIND11_MODULE(_bindings, m) {
       .def_readonly("totalBytes", &py_telemetry::totalBytes)
       .def_readonly("descCount", &py_telemetry::descCount);
 
-  // ---- the agent ----
+  // The agent
   using bl = std::vector<std::uintptr_t>;
   const auto no_backends = bl{};
   py::class_<py_agent>(m, "nixlAgent")

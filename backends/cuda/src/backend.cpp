@@ -46,7 +46,7 @@ void device_buffer::reset() noexcept {
 
 namespace {
 
-// ---- little-endian wire helpers ------------------------------------------------------------
+// Little-endian wire helpers
 
 struct writer {
   std::string out;
@@ -105,7 +105,7 @@ constexpr std::size_t region_blob_size = 144;
 constexpr std::uint8_t flag_ipc = 1;
 constexpr std::uint8_t flag_device_access = 2;
 
-// ---- IPC mappings, shared by every backend of the process ----------------------------------
+// IPC mappings, shared by every backend of the process
 //
 // cudaIpcOpenMemHandle maps a whole allocation; several registered regions of a peer (tensors
 // of one caching-allocator segment) share it, and one process may open a handle only once per
@@ -166,7 +166,7 @@ void ipc_close(void* base) noexcept {
   }
 }
 
-// ---- DRAM pinned by this library, shared by every backend of the process ------------------
+// DRAM pinned by this library, shared by every backend of the process
 
 struct pin_entry {
   std::size_t len = 0;
@@ -267,7 +267,7 @@ struct backend_state {
 
 using namespace detail;  // this file implements the backend on top of its internals
 
-// ---- config --------------------------------------------------------------------------------
+// Config
 
 backend::config backend::config::from_params(const nixl::params& p) {
   config c;
@@ -299,7 +299,7 @@ nixl::params backend::config::to_params() const {
           {"pin_dram", pin_dram ? "true" : "false"}};
 }
 
-// ---- life --------------------------------------------------------------------------------
+// Life
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
     : st_(std::make_unique<detail::backend_state>()) {
@@ -342,7 +342,7 @@ const backend::config& backend::settings() const noexcept {
   return st_->cfg;
 }
 
-// ---- registration ------------------------------------------------------------------------
+// Registration
 
 backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
   if (device_count() == 0)
@@ -468,7 +468,7 @@ void backend::deregister_region(region& r) noexcept {
   r.device_access = false;
 }
 
-// ---- peers and remote regions -------------------------------------------------------------
+// Peers and remote regions
 
 std::string backend::connection_info() const {
   const auto& me = detail::self();
@@ -676,7 +676,7 @@ backend::remote_region backend::unpack(peer& p, mem_kind kind, const nixl::desc&
   return rr;
 }
 
-// ---- transfers ---------------------------------------------------------------------------
+// Transfers
 
 // The GPU that executes a copy: for VRAM <-> VRAM the one holding the source, so that data is
 // pushed over NVLink (stores, measured a little faster than pulls) when this process sees that
@@ -937,7 +937,7 @@ nixl::status backend::release(request& req) noexcept {
   return status::success;
 }
 
-// ---- notifications -----------------------------------------------------------------------
+// Notifications
 
 void backend::notify(peer& p, std::string_view msg) {
   if (!p.same_host)

@@ -248,7 +248,6 @@ std::string_view to_string(error_mode m) noexcept {
   return "auto";
 }
 
-// ---------------------------------------------------------------------------------------------
 // config
 
 config config::from_params(const params& p) {
@@ -303,7 +302,6 @@ params config::to_params() const {
 
 namespace detail {
 
-// ---------------------------------------------------------------------------------------------
 // engine
 
 engine::engine(const config& cfg, const backend_context& bctx)
@@ -1118,7 +1116,6 @@ std::string engine::endpoint_info(const peer_state* p) const {
 
 }  // namespace detail
 
-// ---------------------------------------------------------------------------------------------
 // backend: setup path
 
 params backend::default_params() {

@@ -236,7 +236,7 @@ class backend {
   std::unique_ptr<detail::engine> eng_;
 };
 
-// ---- hot path ----
+// Hot path
 
 inline status backend::post(request& r, notif_arg notif) noexcept {
   detail::op_slot* s = r.slot_;

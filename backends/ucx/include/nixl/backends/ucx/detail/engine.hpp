@@ -108,7 +108,7 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  // ---- setup path (src/engine.cpp) ----
+  // Setup path (src/engine.cpp)
   ucp_context_h context() const noexcept { return ctx_.get(); }
   std::size_t num_workers() const noexcept { return workers_.size(); }
   ucp_worker_h worker(std::size_t i) const noexcept { return workers_[i].get(); }
@@ -152,7 +152,7 @@ class engine {
   /// The handle of the allocation that covers [addr, addr+len), or null.
   ucp_mem_h allocation_of(std::uintptr_t addr, std::size_t len) noexcept;
 
-  // ---- data path ----
+  // Data path
   /// Encoded prefix of every notification this agent sends (version, name).
   const std::string& notif_prefix() const noexcept { return notif_prefix_; }
 

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <nixl/backends/cuda/copy.hpp>
+#include <nixl/backends/cuda/detail/copy.hpp>
 
 namespace nixl::cuda::detail {
 namespace {
@@ -66,13 +66,13 @@ __global__ void __launch_bounds__(threads)
 
 }  // namespace
 
-int launch_batch_copy(const copy_item* items, std::uint32_t count, std::uint32_t grid,
-                      CUstream_st* stream) noexcept {
-  if (count == 0) return 0;
+cudaError_t launch_batch_copy(const copy_item* items, std::uint32_t count, std::uint32_t grid,
+                              cudaStream_t stream) noexcept {
+  if (count == 0) return cudaSuccess;
   if (grid == 0) grid = 1;
   void* args[] = {&items, &count};
-  return static_cast<int>(cudaLaunchKernel(reinterpret_cast<const void*>(&batch_copy), dim3(grid),
-                                           dim3(threads), args, 0, stream));
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&batch_copy), dim3(grid), dim3(threads),
+                          args, 0, stream);
 }
 
 }  // namespace nixl::cuda::detail

@@ -10,61 +10,50 @@
 
 #include <fmt/format.h>
 
-#include <nixl/backends/cuda/notify.hpp>
-#include <nixl/backends/cuda/runtime.hpp>
+#include <nixl/backends/cuda/detail/notify.hpp>
+#include <nixl/detail/codec.hpp>
 #include <nixl/log.hpp>
 #include <nixl/status.hpp>
 
-namespace nixl::cuda::detail {
+#include "identity.hpp"
 
-namespace {
-void put32(char* p, std::uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put16(char* p, std::uint16_t v) noexcept {
-  p[0] = static_cast<char>(v & 0xff);
-  p[1] = static_cast<char>(v >> 8);
-}
-std::uint32_t get32(const char* p) noexcept {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-std::uint16_t get16(const char* p) noexcept {
-  return static_cast<std::uint16_t>(static_cast<unsigned char>(p[0]) |
-                                    (static_cast<unsigned char>(p[1]) << 8));
-}
-}  // namespace
+namespace nixl::cuda::detail {
 
 void start_datagram(std::string& out, std::string_view sender) {
   if (sender.size() > max_agent_name)
     raise(status::invalid_param, "CUDA notification: agent name of {} bytes exceeds {}",
           sender.size(), max_agent_name);
-  out.assign(notif_header, '\0');
-  put32(out.data(), notif_magic);
-  out[4] = 1;
-  put16(out.data() + 6, static_cast<std::uint16_t>(sender.size()));
-  out.append(sender);
+  nixl::detail::writer w;
+  w.reserve(notif_header + sender.size());
+  w.u32(notif_magic);
+  w.u8(notif_version);
+  w.u8(0);
+  w.u16(static_cast<std::uint16_t>(sender.size()));
+  w.u32(0);  // message length, set by set_message_length
+  w.raw(sender);
+  out = w.take();
 }
 
-void finish_datagram(std::string& out, std::size_t prefix, std::string_view msg) noexcept {
-  out.resize(prefix);
-  out.append(msg);
-  put32(out.data() + 8, static_cast<std::uint32_t>(msg.size()));
+void set_message_length(std::string& head, std::size_t n) noexcept {
+  const auto v = nixl::detail::to_le(static_cast<std::uint32_t>(n));
+  std::memcpy(head.data() + 8, &v, sizeof(v));
 }
 
 bool parse_datagram(std::span<const char> d, std::string_view& sender,
                     std::string_view& msg) noexcept {
-  if (d.size() < notif_header) return false;
-  if (get32(d.data()) != notif_magic || d[4] != 1) return false;
-  const std::size_t ns = get16(d.data() + 6);
-  const std::size_t ms = get32(d.data() + 8);
-  if (ns > max_agent_name || ms > max_notif_message) return false;
-  if (d.size() != notif_header + ns + ms) return false;
-  sender = {d.data() + notif_header, ns};
-  msg = {d.data() + notif_header + ns, ms};
-  return true;
+  try {
+    nixl::detail::reader r(std::string_view(d.data(), d.size()), "CUDA notification");
+    if (r.u32("magic") != notif_magic || r.u8("version") != notif_version) return false;
+    (void)r.u8("reserved");
+    const std::size_t ns = r.u16("sender length");
+    const std::size_t ms = r.u32("message length");
+    if (ns > max_agent_name || ms > max_notif_message || r.remaining() != ns + ms) return false;
+    sender = r.raw("sender", ns);
+    msg = r.raw("message", ms);
+    return true;
+  } catch (...) {  // truncated
+    return false;
+  }
 }
 
 socket_address notif_socket::address_of(std::string_view name) noexcept {
@@ -79,42 +68,24 @@ socket_address notif_socket::address_of(std::string_view name) noexcept {
 
 notif_socket::notif_socket() : buf_(notif_header + max_agent_name + max_notif_message + 1) {
   static std::atomic<unsigned> counter{0};
-  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd_ < 0)
+  fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd_)
     raise(status::backend,
           "socket(AF_UNIX, SOCK_DGRAM): {}; the CUDA backend needs Unix sockets "
           "for notifications",
           std::strerror(errno));
   const int big = 4 << 20;
-  (void)::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-  (void)::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+  (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+  (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
   name_ = fmt::format("nixl-cuda-{}-{:016x}-{}", ::getpid(), self().process_token, counter++);
   const socket_address a = address_of(name_);
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0) {
-    const int e = errno;
-    ::close(fd_);
-    fd_ = -1;
-    raise(status::backend, "bind(AF_UNIX abstract \"{}\"): {}", name_, std::strerror(e));
-  }
-}
-
-notif_socket::~notif_socket() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int notif_socket::send(const socket_address& to, std::span<const char> d) const noexcept {
-  for (;;) {
-    const ssize_t n = ::sendto(fd_, d.data(), d.size(), MSG_NOSIGNAL,
-                               reinterpret_cast<const sockaddr*>(&to.addr), to.len);
-    if (n >= 0) return 0;
-    if (errno == EINTR) continue;
-    return errno == EWOULDBLOCK ? EAGAIN : errno;
-  }
+  if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0)
+    raise(status::backend, "bind(AF_UNIX abstract \"{}\"): {}", name_, std::strerror(errno));
 }
 
 void notif_socket::drain(nixl::notif_map& out) {
   for (;;) {
-    const ssize_t n = ::recv(fd_, buf_.data(), buf_.size(), MSG_TRUNC);
+    const ssize_t n = ::recv(fd_.get(), buf_.data(), buf_.size(), MSG_TRUNC);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include <nixl/backends/cuda/notify.hpp>
+#include <nixl/backends/cuda/detail/notify.hpp>
 
 #include "cuda_support.hpp"
 #include "nixl_test/catch.hpp"
@@ -63,19 +63,30 @@ TEST_CASE("cuda: parameters", "[cuda]") {
 
 TEST_CASE("cuda: notification datagrams are bounded and checked", "[cuda]") {
   using namespace nixl::cuda::detail;
-  std::string d;
-  start_datagram(d, "sender");
-  const auto prefix = d.size();
-  finish_datagram(d, prefix, "hello");
+  auto datagram = [](std::string_view sender, std::string_view msg) {
+    std::string d;
+    start_datagram(d, sender);
+    finish_datagram(d, d.size(), msg);
+    return d;
+  };
+  std::string d = datagram("sender", "hello");
   std::string_view s, m;
   REQUIRE(parse_datagram(d, s, m));
   CHECK(s == "sender");
   CHECK(m == "hello");
-  finish_datagram(d, prefix, "");
-  REQUIRE(parse_datagram(d, s, m));
+  REQUIRE(parse_datagram(datagram("sender", ""), s, m));
   CHECK(m.empty());
+  // a request replaces the message after the same prefix at each post
+  const std::size_t prefix = d.size() - 5;
+  finish_datagram(d, prefix, "a longer message");
+  REQUIRE(parse_datagram(d, s, m));
+  CHECK(m == "a longer message");
+  finish_datagram(d, prefix, "x");
+  REQUIRE(parse_datagram(d, s, m));
+  CHECK((s == "sender" && m == "x"));
+  CHECK(code_of([&] { (void)datagram(std::string(max_agent_name + 1, 'a'), "x"); }) ==
+        status::invalid_param);
   // every truncation and any trailing byte is refused
-  finish_datagram(d, prefix, "hello");
   for (std::size_t n = 0; n < d.size(); ++n)
     CHECK_FALSE(parse_datagram(std::span(d.data(), n), s, m));
   std::string longer = d + "x";
@@ -87,27 +98,6 @@ TEST_CASE("cuda: notification datagrams are bounded and checked", "[cuda]") {
     for (auto& c : g) c = static_cast<char>(rng());
     if (parse_datagram(g, s, m)) CHECK(g.size() == notif_header + s.size() + m.size());
   }
-}
-
-TEST_CASE("cuda: peers' bytes are checked", "[cuda]") {
-  backend b({}, ctx("a"));
-  const std::string info = b.connection_info();
-  auto p = b.load_peer("a2", bytes(info));
-  CHECK(p.same_host);
-  CHECK(p.same_process);
-  // truncated or padded connection info is refused
-  for (std::size_t n = 0; n < info.size(); n += 3)
-    CHECK(code_of([&] { (void)b.load_peer("x", bytes(info.substr(0, n))); }) ==
-          status::invalid_param);
-  CHECK(code_of([&] { (void)b.load_peer("x", bytes(info + "z")); }) == status::invalid_param);
-  // public data of the wrong size or content is refused
-  const std::string garbage(144, 'g');
-  CHECK(code_of([&] {
-          (void)b.unpack(p, nixl::mem_kind::vram, {0x1000, 16, 0}, bytes(garbage));
-        }) == status::invalid_param);
-  CHECK(code_of([&] {
-          (void)b.unpack(p, nixl::mem_kind::vram, {0x1000, 16, 0}, bytes(""));
-        }) == status::invalid_param);
 }
 
 TEST_CASE("cuda: without a GPU registration is refused with the reason", "[cuda]") {
@@ -224,4 +214,134 @@ TEST_CASE("cuda: peers on another host, and DRAM of another process, are refused
           (void)b.unpack(pn, nixl::mem_kind::vram, {0x30000, 4096, 0},
                          bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
         }) == status::mismatch);
+}
+
+namespace {
+/// The message of the nixl::error `f` throws ("" when it throws none).
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const nixl::error& e) {
+    return e.what();
+  }
+  return {};
+}
+void put_le(std::string& b, std::size_t at, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+}  // namespace
+
+TEST_CASE("cuda: connection info from a peer is bounded and checked", "[cuda]") {
+  backend b({}, ctx("a"));
+  const std::string info = b.connection_info();
+  auto p = b.load_peer("a2", bytes(info));
+  CHECK(p.same_host);
+  CHECK(p.same_process);
+  auto load = [&](const std::string& x) {
+    return code_of([&] { (void)b.load_peer("x", bytes(x)); });
+  };
+  // every truncation, and any trailing byte
+  for (std::size_t n = 0; n < info.size(); ++n)
+    CHECK(load(info.substr(0, n)) == status::invalid_param);
+  CHECK(load(info + "z") == status::invalid_param);
+  CHECK(message_of([&] {
+          (void)b.load_peer("short", bytes(info.substr(0, 10)));
+        }).find("connection info of agent 'short' is malformed (10 bytes") != std::string::npos);
+  // magic, version, lengths
+  for (std::size_t i = 0; i < 4; ++i) {
+    std::string x = info;
+    x[i] = static_cast<char>(x[i] ^ 0x20);
+    CHECK(load(x) == status::invalid_param);
+  }
+  std::string v = info;
+  v[4] = 2;
+  CHECK(load(v) == status::mismatch);
+  CHECK(message_of([&] { (void)b.load_peer("v2", bytes(v)); }).find("wire version 2") !=
+        std::string::npos);
+  std::string host_longer = info;
+  host_longer[5] = static_cast<char>(host_longer[5] + 1);
+  CHECK(load(host_longer) == status::invalid_param);
+  std::string no_socket = info.substr(0, info.size() - static_cast<unsigned char>(info[6]));
+  no_socket[6] = 0;
+  CHECK(load(no_socket) == status::invalid_param);
+  std::string long_socket = info + std::string(101 - static_cast<unsigned char>(info[6]), 's');
+  long_socket[6] = static_cast<char>(101);
+  CHECK(load(long_socket) == status::invalid_param);
+  std::string max_socket = info + std::string(100 - static_cast<unsigned char>(info[6]), 's');
+  max_socket[6] = static_cast<char>(100);
+  CHECK(load(max_socket) == status::success);
+  // random bytes, with and without a valid header in front, never load
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i) {
+    std::string g(rng() % 160, '\0');
+    for (auto& c : g) c = static_cast<char>(rng());
+    if (i % 2 == 1 && g.size() >= 8) g.replace(0, 8, info.substr(0, 8));
+    const auto st = load(g);
+    if (st == status::success)  // a well-formed header with matching lengths
+      CHECK(g.size() ==
+            std::size_t{32} + static_cast<unsigned char>(g[5]) + static_cast<unsigned char>(g[6]));
+    else
+      CHECK((st == status::invalid_param || st == status::mismatch));
+  }
+}
+
+TEST_CASE("cuda: region data from a peer is bounded and checked", "[cuda]") {
+  backend b({}, ctx("me"));
+  const std::string info = b.connection_info();
+  auto p = b.load_peer("peer", bytes(info));
+  const nixl::desc d{0x30000, 4096, 0};
+  const std::string good = region_blob(nixl::mem_kind::dram, info, 0x30000, 4096);
+  auto load = [&](const std::string& x, nixl::mem_kind k = nixl::mem_kind::dram) {
+    return code_of([&] {
+      auto rr = b.unpack(p, k, d, bytes(x));
+      b.unload_region(rr);
+    });
+  };
+  // a region of this process (same boot id and token) loads and is used directly
+  auto rr = b.unpack(p, nixl::mem_kind::dram, d, bytes(good));
+  CHECK(rr.reachable == nixl::cuda::reach::ok);
+  CHECK(rr.access == 0x30000);
+  CHECK(load(good) == status::success);
+  // every truncation, any trailing byte, magic and version
+  for (std::size_t n = 0; n < good.size(); ++n)
+    CHECK(load(good.substr(0, n)) == status::invalid_param);
+  CHECK(load(good + '\0') == status::invalid_param);
+  for (std::size_t i = 0; i < 5; ++i) {
+    std::string x = good;
+    x[i] = static_cast<char>(x[i] ^ 0x04);
+    CHECK(load(x) == status::invalid_param);
+  }
+  CHECK(message_of([&] {
+          (void)b.unpack(p, nixl::mem_kind::dram, d, bytes(good.substr(0, 99)));
+        }).find("region of agent 'peer' is malformed (99 bytes") != std::string::npos);
+  // it must describe the descriptor it comes with: kind, address, length
+  CHECK(load(good, nixl::mem_kind::vram) == status::mismatch);
+  std::string x = good;
+  put_le(x, 48, 0x30001, 8);
+  CHECK(load(x) == status::mismatch);
+  x = good;
+  put_le(x, 56, 4095, 8);
+  CHECK(load(x) == status::mismatch);
+  // the offset and length must lie inside the allocation, without wrapping around
+  x = good;
+  put_le(x, 64, 1, 8);  // offset 1 in an allocation of 4096: 4096 bytes do not fit
+  CHECK(load(x) == status::mismatch);
+  x = good;
+  put_le(x, 64, ~std::uint64_t{0}, 8);
+  put_le(x, 72, ~std::uint64_t{0}, 8);
+  CHECK(load(x) == status::mismatch);
+  x = good;
+  put_le(x, 64, 4096, 8);
+  put_le(x, 72, 8192, 8);
+  CHECK(load(x) == status::success);
+  // random bytes of the right size never load
+  std::mt19937 rng(13);
+  for (int i = 0; i < 2000; ++i) {
+    std::string g(good.size(), '\0');
+    for (auto& c : g) c = static_cast<char>(rng());
+    if (i % 2 == 1) g.replace(0, 5, good.substr(0, 5));
+    const auto st = load(g);
+    CHECK((st == status::invalid_param || st == status::mismatch));
+  }
 }

@@ -13,9 +13,11 @@
 /// - Notifications: a Unix datagram to the target's socket, sent once the request's events have
 ///   completed, i.e. after its data is visible at the target.
 ///
-/// This header includes no CUDA header. See docs/cuda.md.
+/// The hot path (post, check, release) is inline here, on the state in cuda/detail/; this
+/// header includes the CUDA runtime's API header. See docs/cuda.md.
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,65 +27,19 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/backends/cuda/copy.hpp>
-#include <nixl/backends/cuda/notify.hpp>
+#include <nixl/backends/cuda/config.hpp>
+#include <nixl/backends/cuda/detail/request.hpp>
+#include <nixl/backends/cuda/detail/state.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
-struct CUevent_st;
-
 namespace nixl::cuda {
 
-namespace detail {
-struct backend_state;
-
-/// Owns a CUDA event; waits for it before destroying it.
-class event_handle {
- public:
-  event_handle() = default;
-  explicit event_handle(CUevent_st* e) noexcept : e_(e) {}
-  event_handle(event_handle&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
-  event_handle& operator=(event_handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      e_ = o.e_;
-      o.e_ = nullptr;
-    }
-    return *this;
-  }
-  ~event_handle() { reset(); }
-  CUevent_st* get() const noexcept { return e_; }
-  void reset() noexcept;
-
- private:
-  CUevent_st* e_ = nullptr;
-};
-
-/// Owns device memory from cudaMalloc.
-class device_buffer {
- public:
-  device_buffer() = default;
-  device_buffer(void* p, int dev) noexcept : p_(p), dev_(dev) {}
-  device_buffer(device_buffer&& o) noexcept : p_(o.p_), dev_(o.dev_) { o.p_ = nullptr; }
-  device_buffer& operator=(device_buffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      p_ = o.p_;
-      dev_ = o.dev_;
-      o.p_ = nullptr;
-    }
-    return *this;
-  }
-  ~device_buffer() { reset(); }
-  void* get() const noexcept { return p_; }
-  void reset() noexcept;
-
- private:
-  void* p_ = nullptr;
-  int dev_ = -1;
-};
-}  // namespace detail
+/// Why this backend cannot reach a peer's region. Metadata of a peer on another host, or DRAM of
+/// another process, still loads (other backends may reach it); a transfer through this backend
+/// is then refused with the reason.
+enum class reach : std::uint8_t { ok, other_host, other_process_dram, no_ipc, no_gpu };
 
 /// The CUDA backend ("CUDA"): VRAM and DRAM, loopback, peers of the same host, notifications.
 class backend {
@@ -95,32 +51,17 @@ class backend {
     return local == mem_kind::vram || remote == mem_kind::vram;
   }
   /// An agent that also has UCX tries this backend first for these pairs with run-time lists
-  /// (nixl::prefers; typed lists keep the agent's type order): on
-  /// two H200s, one request below 1 MiB takes about half the time it takes through UCX's
-  /// cuda_ipc, and 64 small blocks 38 times less (docs/performance.md). Peers it cannot reach
-  /// (another host, another process's DRAM) are refused with not_supported, and the agent
-  /// passes those requests to the next backend.
+  /// (nixl::prefers; typed lists keep the agent's type order): on two H200s, one request below
+  /// 1 MiB takes about half the time it takes through UCX's cuda_ipc, and 64 small blocks 38
+  /// times less (docs/performance.md). Peers it cannot reach (another host, another process's
+  /// DRAM) are refused with not_supported, and the agent passes those requests to the next
+  /// backend.
   static constexpr bool prefers(mem_kind local, mem_kind remote) noexcept {
     return can_move(local, remote);
   }
 
-  /// Parameters (all optional; values are strings):
-  /// - `streams_per_gpu` (4): streams per GPU that requests take in turn.
-  /// - `kernel_max_bytes` (1 MiB, measured: docs/cuda.md): descriptors of at most this size go
-  ///   to the batch kernel; larger ones to the copy engines. 0 disables the kernel.
-  /// - `kernel_min_count` (3): fewer small descriptors than this in a request use the copy
-  ///   engines as well (one copy call costs about one launch).
-  /// - `pin_dram` (true): pin pageable DRAM at registration with cudaHostRegister.
-  struct config {
-    unsigned streams_per_gpu = 4;
-    std::size_t kernel_max_bytes = 1024 * 1024;
-    std::size_t kernel_min_count = 3;
-    bool pin_dram = true;
-
-    /// Throws `nixl::error(invalid_param)` naming a bad value.
-    static config from_params(const nixl::params& p);
-    nixl::params to_params() const;
-  };
+  /// Parameters: cuda/config.hpp.
+  using config = cuda::config;
   /// The parameters and their defaults.
   static nixl::params default_params() { return config{}.to_params(); }
 
@@ -153,10 +94,8 @@ class backend {
     std::array<char, 64> ipc_handle{};
     std::uint64_t ipc_offset = 0;
     mutable std::vector<std::pair<int, void*>> ipc_more;
-    /// Why this backend cannot reach the region (0: it can). Metadata of a peer on another
-    /// host, or DRAM of another process, still loads (other backends may reach it); a
-    /// transfer through this backend is then refused with the reason.
-    std::uint8_t unreachable = 0;
+    /// Whether this backend reaches the region; a transfer is refused with the reason if not.
+    reach reachable = reach::ok;
   };
 
   /// A remote agent.
@@ -168,24 +107,13 @@ class backend {
     detail::socket_address socket;
   };
 
-  /// The part of a request that runs on one GPU.
-  struct lane {
-    int device = -1;
-    CUstream_st* stream = nullptr;
-    detail::device_buffer items;  // kernel items, in device memory
-    detail::event_handle done;    // recorded after the lane's work
-    std::uint32_t kernel_count = 0;
-    std::uint32_t grid = 0;
-    std::vector<detail::copy_item> engine;  // copies for the copy engines
-  };
-
   /// Per-request state: everything post/check need, resolved in prepare.
   struct request {
-    std::vector<lane> lanes;
-    std::string datagram;  // notification: header + sender prefix, message appended
-    std::size_t prefix = 0;
+    std::vector<detail::lane> lanes;
+    std::string datagram;    // notification: header and sender name, then the message
+    std::size_t prefix = 0;  // length of the header and sender name
     const peer* target = nullptr;
-    std::uint8_t phase = 0;  // see backend.cpp
+    detail::phase phase = detail::phase::idle;
     bool notify = false;
     std::size_t next_lane = 0;  // lanes before this one have completed
     std::size_t bytes = 0;
@@ -205,10 +133,17 @@ class backend {
   /// Resolves a transfer. Throws `nixl::error`.
   void prepare(request& req, xfer_op op, std::span<const nixl::bound_desc<region>> local,
                std::span<const nixl::bound_desc<remote_region>> remote, peer& p);
+  /// Issues the copies and records their events; never blocks nor allocates.
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
+  /// Polls the events, then sends the notification; never blocks nor allocates.
   nixl::status check(request& req) noexcept;
   /// Waits for a posted request to finish (copies cannot be cancelled) and frees it.
-  nixl::status release(request& req) noexcept;
+  nixl::status release(request& req) noexcept {
+    req.lanes.clear();  // the event handles wait for what is in flight
+    req.phase = detail::phase::idle;
+    req.target = nullptr;
+    return nixl::status::success;
+  }
 
   // loopback
   peer self_peer();
@@ -231,16 +166,73 @@ class backend {
   static int device_count() noexcept;
   /// Why there is no GPU, when `device_count() == 0`.
   static std::string_view no_device_reason() noexcept;
-  const config& settings() const noexcept;
+  const config& settings() const noexcept { return st_->cfg; }
 
  private:
   int exec_device(const region& l, const remote_region& r, xfer_op op) const;
   std::uintptr_t access_on(const remote_region& r, int device) const;
   bool ensure_peer_access(int from, int to);
-  CUstream_st* take_stream(int device);
+  cudaStream_t take_stream(int device);
+  [[gnu::cold]] nixl::status query_failed(request& req, cudaError_t e) noexcept;
+  [[gnu::cold]] nixl::status notify_failed(request& req, int err) noexcept;
 
-  std::unique_ptr<detail::backend_state> st_;
+  std::unique_ptr<detail::backend_state> st_;  // stable address; the backend moves
 };
+
+inline nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
+  using detail::phase;
+  if (req.phase == phase::running || req.phase == phase::notifying)
+    return nixl::status::repost_active;
+  req.notify = notif.has_value();
+  if (req.notify) {
+    if (notif->size() > detail::max_notif_message) return nixl::status::invalid_param;
+    try {  // capacity for 256 bytes of message is reserved at prepare
+      detail::finish_datagram(req.datagram, req.prefix, *notif);
+    } catch (...) {
+      return nixl::status::backend;
+    }
+  }
+  req.next_lane = 0;
+  for (detail::lane& ln : req.lanes)
+    if (!ln.issue()) {
+      req.phase = phase::failed;
+      return nixl::status::backend;
+    }
+  req.phase = phase::running;
+  return check(req);
+}
+
+inline nixl::status backend::check(request& req) noexcept {
+  using detail::phase;
+  switch (req.phase) {
+    case phase::idle:
+      return nixl::status::not_posted;
+    case phase::done:
+      return nixl::status::success;
+    case phase::failed:
+      return nixl::status::backend;
+    case phase::running:
+      for (; req.next_lane < req.lanes.size(); ++req.next_lane) {
+        // cudaErrorNotReady is an answer, not a failure
+        const cudaError_t e = cudaEventQuery(req.lanes[req.next_lane].done.get());
+        if (e == cudaErrorNotReady) return nixl::status::in_progress;
+        if (e != cudaSuccess) return query_failed(req, e);
+      }
+      if (!req.notify) {
+        req.phase = phase::done;
+        return nixl::status::success;
+      }
+      req.phase = phase::notifying;
+      [[fallthrough]];
+    case phase::notifying:
+      break;
+  }
+  const int rc = st_->socket.send(req.target->socket, req.datagram);
+  if (rc == EAGAIN) return nixl::status::in_progress;  // the target's queue is full: retry
+  if (rc != 0) return notify_failed(req, rc);
+  req.phase = phase::done;
+  return nixl::status::success;
+}
 
 static_assert(nixl::backend<backend>);
 static_assert(nixl::loopback_backend<backend>);

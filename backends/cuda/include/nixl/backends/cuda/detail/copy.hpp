@@ -1,12 +1,11 @@
 #pragma once
-/// The batched copy kernel of the CUDA backend: many small copies in one launch. This header
-/// includes no CUDA header, so that the public backend header stays free of them.
+/// The batched copy kernel of the CUDA backend: many small copies in one launch. Internal.
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-struct CUstream_st;
+#include <cuda_runtime_api.h>
 
 namespace nixl::cuda::detail {
 
@@ -45,8 +44,8 @@ inline std::uint32_t copy_grid(std::size_t count, int sm_count) noexcept {
 
 /// Launches one grid on `stream` that performs every item of `items` (an array in memory the
 /// GPU reads: device memory or mapped pinned memory). The calling thread's current device must
-/// be the stream's device. Returns the `cudaError_t` of the launch as an int (0 on success).
-int launch_batch_copy(const copy_item* items, std::uint32_t count, std::uint32_t grid,
-                      CUstream_st* stream) noexcept;
+/// be the stream's device. Returns the error of the launch.
+cudaError_t launch_batch_copy(const copy_item* items, std::uint32_t count, std::uint32_t grid,
+                              cudaStream_t stream) noexcept;
 
 }  // namespace nixl::cuda::detail

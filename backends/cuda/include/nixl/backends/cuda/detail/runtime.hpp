@@ -1,7 +1,7 @@
 #pragma once
-/// Process-wide facts the CUDA backend needs: the GPUs and their identities, the identity of
-/// this host and process, allocation ranges (through the driver entry point that the runtime
-/// hands out, so nothing links against libcuda), and small RAII owners. Internal.
+/// Process-wide facts the CUDA backend needs: the GPUs and their identities, allocation ranges
+/// (through the driver entry point that the runtime hands out, so nothing links against
+/// libcuda), and the current-device guard. Internal.
 
 #include <array>
 #include <cstddef>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <cuda_runtime_api.h>
+
+#include <nixl/backends/cuda/check.hpp>
 
 namespace nixl::cuda::detail {
 
@@ -35,14 +37,6 @@ int ordinal_of(const uuid& id) noexcept;
 /// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it.
 std::string to_string(const uuid& id);
 
-/// Identity of this host (boot id, host name) and of this process (a random token).
-struct host_identity {
-  uuid boot_id{};
-  std::string hostname;
-  std::uint64_t process_token = 0;
-};
-const host_identity& self() noexcept;
-
 /// Start and size of the allocation that holds `p` (cuMemGetAddressRange). Throws nixl::error.
 void allocation_range(const void* p, std::uintptr_t& base, std::size_t& size);
 
@@ -50,13 +44,13 @@ void allocation_range(const void* p, std::uintptr_t& base, std::size_t& size);
 class device_guard {
  public:
   explicit device_guard(int dev) noexcept {
-    if (cudaGetDevice(&saved_) != cudaSuccess || saved_ == dev) saved_ = -1;
+    if (clear_error(cudaGetDevice(&saved_)) != cudaSuccess || saved_ == dev) saved_ = -1;
     // Set even when it is current already: this also makes the device's primary context
     // current on a thread that has not used the runtime yet.
-    ok_ = cudaSetDevice(dev) == cudaSuccess;
+    ok_ = NIXL_CUDA_WARN(cudaSetDevice(dev));
   }
   ~device_guard() {
-    if (saved_ >= 0) (void)cudaSetDevice(saved_);
+    if (saved_ >= 0) (void)NIXL_CUDA_WARN(cudaSetDevice(saved_));
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;

@@ -12,10 +12,9 @@
 
 #include <nixl/backends/cuda/detail/notify.hpp>
 #include <nixl/detail/codec.hpp>
+#include <nixl/detail/host_identity.hpp>
 #include <nixl/log.hpp>
 #include <nixl/status.hpp>
-
-#include "identity.hpp"
 
 namespace nixl::cuda::detail {
 
@@ -77,7 +76,8 @@ notif_socket::notif_socket() : buf_(notif_header + max_agent_name + max_notif_me
   const int big = 4 << 20;
   (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
   (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-  name_ = fmt::format("nixl-cuda-{}-{:016x}-{}", ::getpid(), self().process_token, counter++);
+  name_ = fmt::format("nixl-cuda-{}-{:016x}-{}", ::getpid(),
+                      nixl::detail::host_identity::self().token, counter++);
   const socket_address a = address_of(name_);
   if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0)
     raise(status::backend, "bind(AF_UNIX abstract \"{}\"): {}", name_, std::strerror(errno));

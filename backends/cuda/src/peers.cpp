@@ -8,6 +8,7 @@
 
 #include <nixl/backends/cuda.hpp>
 #include <nixl/backends/cuda/detail/runtime.hpp>
+#include <nixl/detail/host_identity.hpp>
 #include <nixl/log.hpp>
 
 #include "internal.hpp"
@@ -22,7 +23,7 @@ void refuse(const backend::peer& p, const backend::remote_region& rr) {
       raise(status::not_supported,
             "CUDA backend: agent '{}' runs on host '{}', not on this one "
             "('{}'); the CUDA backend moves data within one host: reach it through UCX",
-            p.agent, p.host, self().hostname);
+            p.agent, p.host, nixl::detail::host_identity::self().hostname);
     case reach::other_process_dram:
       raise(status::not_supported,
             "CUDA backend: DRAM {} belongs to agent '{}' in another "
@@ -46,17 +47,19 @@ void refuse(const backend::peer& p, const backend::remote_region& rr) {
 }  // namespace detail
 
 std::string backend::connection_info() const {
-  return detail::encode_connection_info(detail::self(), st_->socket.name());
+  return detail::encode_connection_info(nixl::detail::host_identity::self(), st_->socket.name());
 }
 
 backend::peer backend::load_peer(std::string_view agent, std::span<const std::byte> info) {
   detail::conn_record c = detail::decode_connection_info(agent, info);
-  const auto& me = detail::self();
+  const auto& me = nixl::detail::host_identity::self();
   peer p;
   p.agent = std::string(agent);
   p.host = std::move(c.owner.hostname);
-  p.same_host = me.same_host_as(c.owner);
-  p.same_process = me.same_process_as(c.owner);
+  // CUDA IPC and the abstract notification socket need one kernel and the same PID, IPC and
+  // network namespaces: nixl::detail::same_host (docs/cuda.md, "Public data and identity").
+  p.same_host = nixl::detail::same_host(me, c.owner);
+  p.same_process = nixl::detail::same_process(me, c.owner);
   p.socket = detail::notif_socket::address_of(c.socket);
   if (!p.same_host)
     nixl::log::info(
@@ -73,7 +76,7 @@ void backend::unload_peer(peer& p) noexcept {
 backend::peer backend::self_peer() {
   peer p;
   p.agent = st_->agent;
-  p.host = detail::self().hostname;
+  p.host = nixl::detail::host_identity::self().hostname;
   p.same_host = true;
   p.same_process = true;
   p.socket = detail::notif_socket::address_of(st_->socket.name());
@@ -105,16 +108,15 @@ void backend::unload_region(remote_region& r) noexcept {
 backend::remote_region backend::unpack(peer& p, mem_kind kind, const nixl::desc& d,
                                        std::span<const std::byte> data) {
   const detail::region_record x = detail::decode_region(p.agent, kind, d, data);
-  const auto& me = detail::self();
   remote_region rr;
   rr.kind = kind;
   rr.addr = x.addr;
   rr.len = x.len;
-  if (!me.same_host_as(x.owner)) {
+  if (!p.same_host) {
     rr.reachable = reach::other_host;
     return rr;
   }
-  const bool same_process = me.same_process_as(x.owner);
+  const bool same_process = p.same_process;
   if (kind == mem_kind::dram) {
     if (!same_process) {
       rr.reachable = reach::other_process_dram;

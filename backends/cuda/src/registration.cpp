@@ -100,7 +100,6 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
   const auto* p = reinterpret_cast<const void*>(d.addr);
   detail::region_record blob;
   blob.kind = kind;
-  blob.owner = detail::self();
   blob.addr = d.addr;
   blob.len = d.len;
   std::uintptr_t alloc_base = 0;

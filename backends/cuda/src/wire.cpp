@@ -11,25 +11,28 @@
 namespace nixl::cuda::detail {
 
 namespace {
-constexpr std::size_t conn_header = 8 + identity::wire_size;
 
 std::string_view chars(std::span<const std::byte> b) noexcept {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
+
+// The reader's message, without the status name that std::system_error appends.
+std::string_view reason(const nixl::error& e) noexcept {
+  std::string_view w = e.what();
+  const auto colon = w.rfind(": ");
+  if (colon != std::string_view::npos && w.substr(colon + 2) == to_string(e.status_code()))
+    w = w.substr(0, colon);
+  return w;
+}
+
 }  // namespace
 
-std::string encode_connection_info(const identity& me, std::string_view socket) {
-  const std::string_view host = std::string_view(me.hostname).substr(0, max_host_name);
+std::string encode_connection_info(const nixl::detail::host_identity& me, std::string_view socket) {
   nixl::detail::writer w;
-  w.reserve(conn_header + host.size() + socket.size());
   w.u32(conn_magic);
   w.u8(wire_version);
-  w.u8(static_cast<std::uint8_t>(host.size()));
-  w.u8(static_cast<std::uint8_t>(socket.size()));
-  w.u8(0);
   me.encode(w);
-  w.raw(host);
-  w.raw(socket);
+  w.bytes(socket);
   return w.take();
 }
 
@@ -40,28 +43,23 @@ conn_record decode_connection_info(std::string_view agent, std::span<const std::
           "from a CUDA backend of this library",
           agent, info.size(), why);
   };
-  if (info.size() < conn_header) malformed(fmt::format("fewer than {}", conn_header));
+  if (info.size() < 5) malformed("fewer than 5");
   nixl::detail::reader r(chars(info), "CUDA connection info");
   if (r.u32("magic") != conn_magic) malformed("not NXCC");
-  const std::uint8_t version = r.u8("version");
-  const std::size_t host_len = r.u8("host name length");
-  const std::size_t sock_len = r.u8("socket name length");
-  (void)r.u8("reserved");
-  if (version != wire_version)
+  if (const auto v = r.u8("version"); v != wire_version)
     raise(status::mismatch,
           "CUDA backend: agent '{}' speaks CUDA wire version {}, this build {}; use the same "
           "library version on both sides",
-          agent, version, wire_version);
-  if (sock_len == 0 || sock_len > max_socket_name)
-    malformed(fmt::format("socket name of {} bytes, expected 1 to {}", sock_len, max_socket_name));
-  if (r.remaining() != identity::wire_size + host_len + sock_len)
-    malformed(fmt::format("{} bytes after the header, expected {}", r.remaining(),
-                          identity::wire_size + host_len + sock_len));
+          agent, v, wire_version);
   conn_record c;
-  c.owner = identity::decode(r);
-  c.owner.hostname = std::string(r.raw("host name", host_len));
-  c.socket = std::string(r.raw("socket name", sock_len));
-  r.finish();
+  try {
+    c.owner = nixl::detail::host_identity::decode(r);
+    c.socket = std::string(r.bytes("socket name", max_socket_name));
+    r.finish();
+  } catch (const nixl::error& e) {
+    malformed(reason(e));
+  }
+  if (c.socket.empty()) malformed("empty socket name");
   return c;
 }
 
@@ -73,7 +71,6 @@ std::string encode_region(const region_record& x) {
   w.u8(static_cast<std::uint8_t>(x.kind));
   w.u8(x.flags);
   w.u8(0);
-  x.owner.encode(w);
   w.raw({reinterpret_cast<const char*>(x.gpu.data()), x.gpu.size()});
   w.u64(x.addr);
   w.u64(x.len);
@@ -99,7 +96,6 @@ region_record decode_region(std::string_view agent, mem_kind kind, const nixl::d
   const std::uint8_t k = r.u8("kind");
   x.flags = r.u8("flags");
   (void)r.u8("reserved");
-  x.owner = identity::decode(r);
   const std::string_view gpu = r.raw("GPU UUID", x.gpu.size());
   std::memcpy(x.gpu.data(), gpu.data(), gpu.size());
   x.addr = r.u64("address");

@@ -3,6 +3,8 @@
 #include <random>
 
 #include <nixl/backends/cuda/detail/notify.hpp>
+#include <nixl/detail/codec.hpp>
+#include <nixl/detail/host_identity.hpp>
 
 #include "cuda_support.hpp"
 #include "nixl_test/catch.hpp"
@@ -141,22 +143,56 @@ TEST_CASE("cuda: standalone notifications between agents, and to itself", "[cuda
 }
 
 namespace {
+using nixl::detail::host_identity;
+
 // Public data of a region as a peer would send it (layout: docs/cuda.md).
-std::string region_blob(nixl::mem_kind k, const std::string& conn_info, std::uintptr_t addr,
-                        std::size_t len) {
-  std::string b(144, '\0');
-  auto put = [&](std::size_t at, std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  };
-  put(0, 0x5243584e, 4);
-  b[4] = 1;
-  b[5] = static_cast<char>(k);
-  b.replace(8, 24, conn_info.substr(8, 24));  // boot id and process token of the sender
-  put(48, addr, 8);
-  put(56, len, 8);
-  put(64, 0, 8);
-  put(72, len, 8);
-  return b;
+std::string region_blob(nixl::mem_kind k, std::uintptr_t addr, std::size_t len) {
+  nixl::detail::writer w;
+  w.u32(0x5243584e);  // "NXCR"
+  w.u8(2);
+  w.u8(static_cast<std::uint8_t>(k));
+  w.u8(0);  // flags
+  w.u8(0);
+  w.raw(std::string(16, 'u'));  // GPU UUID
+  w.u64(addr);
+  w.u64(len);
+  w.u64(0);                     // offset in the allocation
+  w.u64(len);                   // allocation size
+  w.raw(std::string(64, 'h'));  // IPC handle
+  return w.take();
+}
+
+// Connection info as a peer would send it: magic, version, identity, socket name.
+struct conn_parts {
+  std::uint32_t magic = 0;
+  std::uint8_t version = 0;
+  host_identity id;
+  std::string socket;
+};
+conn_parts split(const std::string& info) {
+  nixl::detail::reader r(info, "test");
+  conn_parts c;
+  c.magic = r.u32("magic");
+  c.version = r.u8("version");
+  c.id = host_identity::decode(r);
+  c.socket = std::string(r.bytes("socket", 1000));
+  r.finish();
+  return c;
+}
+std::string join(const conn_parts& c) {
+  nixl::detail::writer w;
+  w.u32(c.magic);
+  w.u8(c.version);
+  c.id.encode(w);
+  w.bytes(c.socket);
+  return w.take();
+}
+// `info` with its identity changed by `f`.
+template <class F>
+std::string with_identity(const std::string& info, F&& f) {
+  auto c = split(info);
+  f(c.id);
+  return join(c);
 }
 }  // namespace
 
@@ -188,31 +224,33 @@ TEST_CASE("cuda: peers on another host, and DRAM of another process, are refused
     return "accepted";
   };
   // another host: a different boot id
-  std::string far = b.connection_info();
-  far[8] = static_cast<char>(far[8] ^ 0x55);
+  const std::string far =
+      with_identity(b.connection_info(), [](host_identity& id) { id.boot_id[0] ^= 0x01; });
   auto pf = b.load_peer("far", bytes(far));
   CHECK_FALSE(pf.same_host);
   auto rf = b.unpack(pf, nixl::mem_kind::vram, {0x20000, 4096, 0},
-                     bytes(region_blob(nixl::mem_kind::vram, far, 0x20000, 4096)));
+                     bytes(region_blob(nixl::mem_kind::vram, 0x20000, 4096)));
   CHECK(attempt(pf, rf).find("runs on host") != std::string::npos);
   CHECK(code_of([&] { b.notify(pf, "x"); }) == status::not_supported);
-  // another process of this host: a different token; its DRAM is out of reach
-  std::string near = b.connection_info();
-  near[24] = static_cast<char>(near[24] ^ 0x55);
+  // another process of this host: another pid and token; its DRAM is out of reach
+  const std::string near = with_identity(b.connection_info(), [](host_identity& id) {
+    id.pid += 1;
+    id.token ^= 0x55;
+  });
   auto pn = b.load_peer("near", bytes(near));
   CHECK(pn.same_host);
   CHECK_FALSE(pn.same_process);
   auto rn = b.unpack(pn, nixl::mem_kind::dram, {0x30000, 4096, 0},
-                     bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+                     bytes(region_blob(nixl::mem_kind::dram, 0x30000, 4096)));
   CHECK(attempt(pn, rn).find("another process") != std::string::npos);
   // the blob must describe the descriptor it comes with
   CHECK(code_of([&] {
           (void)b.unpack(pn, nixl::mem_kind::dram, {0x30000, 8192, 0},
-                         bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+                         bytes(region_blob(nixl::mem_kind::dram, 0x30000, 4096)));
         }) == status::mismatch);
   CHECK(code_of([&] {
           (void)b.unpack(pn, nixl::mem_kind::vram, {0x30000, 4096, 0},
-                         bytes(region_blob(nixl::mem_kind::dram, near, 0x30000, 4096)));
+                         bytes(region_blob(nixl::mem_kind::dram, 0x30000, 4096)));
         }) == status::mismatch);
 }
 
@@ -238,6 +276,7 @@ TEST_CASE("cuda: connection info from a peer is bounded and checked", "[cuda]") 
   auto p = b.load_peer("a2", bytes(info));
   CHECK(p.same_host);
   CHECK(p.same_process);
+  CHECK(p.host == host_identity::self().hostname);
   auto load = [&](const std::string& x) {
     return code_of([&] { (void)b.load_peer("x", bytes(x)); });
   };
@@ -245,45 +284,66 @@ TEST_CASE("cuda: connection info from a peer is bounded and checked", "[cuda]") 
   for (std::size_t n = 0; n < info.size(); ++n)
     CHECK(load(info.substr(0, n)) == status::invalid_param);
   CHECK(load(info + "z") == status::invalid_param);
-  CHECK(message_of([&] {
-          (void)b.load_peer("short", bytes(info.substr(0, 10)));
-        }).find("connection info of agent 'short' is malformed (10 bytes") != std::string::npos);
-  // magic, version, lengths
+  CHECK(message_of([&] { (void)b.load_peer("short", bytes(info.substr(0, 12))); })
+            .find("connection info of agent 'short' is malformed (12 bytes: CUDA connection "
+                  "info: truncated") != std::string::npos);
+  // magic and version
   for (std::size_t i = 0; i < 4; ++i) {
     std::string x = info;
     x[i] = static_cast<char>(x[i] ^ 0x20);
     CHECK(load(x) == status::invalid_param);
   }
-  std::string v = info;
-  v[4] = 2;
-  CHECK(load(v) == status::mismatch);
-  CHECK(message_of([&] { (void)b.load_peer("v2", bytes(v)); }).find("wire version 2") !=
+  auto c = split(info);
+  c.version = 1;
+  CHECK(load(join(c)) == status::mismatch);
+  CHECK(message_of([&] { (void)b.load_peer("v1", bytes(join(c))); }).find("wire version 1") !=
         std::string::npos);
-  std::string host_longer = info;
-  host_longer[5] = static_cast<char>(host_longer[5] + 1);
-  CHECK(load(host_longer) == status::invalid_param);
-  std::string no_socket = info.substr(0, info.size() - static_cast<unsigned char>(info[6]));
-  no_socket[6] = 0;
-  CHECK(load(no_socket) == status::invalid_param);
-  std::string long_socket = info + std::string(101 - static_cast<unsigned char>(info[6]), 's');
-  long_socket[6] = static_cast<char>(101);
-  CHECK(load(long_socket) == status::invalid_param);
-  std::string max_socket = info + std::string(100 - static_cast<unsigned char>(info[6]), 's');
-  max_socket[6] = static_cast<char>(100);
-  CHECK(load(max_socket) == status::success);
-  // random bytes, with and without a valid header in front, never load
+  // lengths: the boot id's above its limit, the socket name empty or too long
+  std::string x = info;
+  x[5] = 65;  // boot id length (u32 at byte 5): limit 64
+  CHECK(load(x) == status::invalid_param);
+  c = split(info);
+  c.socket.clear();
+  CHECK(load(join(c)) == status::invalid_param);
+  c.socket.assign(101, 's');
+  CHECK(load(join(c)) == status::invalid_param);
+  c.socket.assign(100, 's');
+  CHECK(load(join(c)) == status::success);
+  // random bytes, with and without a valid magic and version in front, never load
   std::mt19937 rng(11);
   for (int i = 0; i < 3000; ++i) {
-    std::string g(rng() % 160, '\0');
-    for (auto& c : g) c = static_cast<char>(rng());
-    if (i % 2 == 1 && g.size() >= 8) g.replace(0, 8, info.substr(0, 8));
+    std::string g(rng() % 200, '\0');
+    for (auto& ch : g) ch = static_cast<char>(rng());
+    if (i % 2 == 1 && g.size() >= 5) g.replace(0, 5, info.substr(0, 5));
     const auto st = load(g);
-    if (st == status::success)  // a well-formed header with matching lengths
-      CHECK(g.size() ==
-            std::size_t{32} + static_cast<unsigned char>(g[5]) + static_cast<unsigned char>(g[6]));
-    else
-      CHECK((st == status::invalid_param || st == status::mismatch));
+    CHECK((st == status::invalid_param || st == status::mismatch));
   }
+}
+
+TEST_CASE("cuda: a peer shares this host only with the same kernel and namespaces", "[cuda]") {
+  // CUDA IPC and the abstract notification socket need one kernel boot and the same PID, IPC
+  // and network namespaces (docs/cuda.md, "Public data and identity").
+  if (!host_identity::self().boot_id_from_kernel())
+    NIXL_SKIP("/proc/sys/kernel/random/boot_id is unreadable: only one process is one host");
+  backend b({}, ctx("me"));
+  const std::string info = b.connection_info();
+  auto other = [&](auto change) {
+    const std::string x = with_identity(info, [&](host_identity& id) {
+      id.token ^= 1;  // another process in every case
+      change(id);
+    });
+    return b.load_peer("other", bytes(x));
+  };
+  const auto same = other([](host_identity&) {});
+  CHECK(same.same_host);
+  CHECK_FALSE(same.same_process);
+  CHECK_FALSE(other([](host_identity& id) { id.boot_id[0] ^= 1; }).same_host);
+  CHECK_FALSE(other([](host_identity& id) { id.ipc_ns += 1; }).same_host);
+  CHECK_FALSE(other([](host_identity& id) { id.pid_ns += 1; }).same_host);
+  CHECK_FALSE(other([](host_identity& id) { id.net_ns += 1; }).same_host);
+  // a peer in another network namespace is refused with the reason
+  auto far = other([](host_identity& id) { id.net_ns += 1; });
+  CHECK(code_of([&] { b.notify(far, "x"); }) == status::not_supported);
 }
 
 TEST_CASE("cuda: region data from a peer is bounded and checked", "[cuda]") {
@@ -291,14 +351,14 @@ TEST_CASE("cuda: region data from a peer is bounded and checked", "[cuda]") {
   const std::string info = b.connection_info();
   auto p = b.load_peer("peer", bytes(info));
   const nixl::desc d{0x30000, 4096, 0};
-  const std::string good = region_blob(nixl::mem_kind::dram, info, 0x30000, 4096);
+  const std::string good = region_blob(nixl::mem_kind::dram, 0x30000, 4096);
   auto load = [&](const std::string& x, nixl::mem_kind k = nixl::mem_kind::dram) {
     return code_of([&] {
       auto rr = b.unpack(p, k, d, bytes(x));
       b.unload_region(rr);
     });
   };
-  // a region of this process (same boot id and token) loads and is used directly
+  // a region of a peer in this process loads and is used directly
   auto rr = b.unpack(p, nixl::mem_kind::dram, d, bytes(good));
   CHECK(rr.reachable == nixl::cuda::reach::ok);
   CHECK(rr.access == 0x30000);
@@ -318,22 +378,22 @@ TEST_CASE("cuda: region data from a peer is bounded and checked", "[cuda]") {
   // it must describe the descriptor it comes with: kind, address, length
   CHECK(load(good, nixl::mem_kind::vram) == status::mismatch);
   std::string x = good;
-  put_le(x, 48, 0x30001, 8);
+  put_le(x, 24, 0x30001, 8);
   CHECK(load(x) == status::mismatch);
   x = good;
-  put_le(x, 56, 4095, 8);
+  put_le(x, 32, 4095, 8);
   CHECK(load(x) == status::mismatch);
   // the offset and length must lie inside the allocation, without wrapping around
   x = good;
-  put_le(x, 64, 1, 8);  // offset 1 in an allocation of 4096: 4096 bytes do not fit
+  put_le(x, 40, 1, 8);  // offset 1 in an allocation of 4096: 4096 bytes do not fit
   CHECK(load(x) == status::mismatch);
   x = good;
-  put_le(x, 64, ~std::uint64_t{0}, 8);
-  put_le(x, 72, ~std::uint64_t{0}, 8);
+  put_le(x, 40, ~std::uint64_t{0}, 8);
+  put_le(x, 48, ~std::uint64_t{0}, 8);
   CHECK(load(x) == status::mismatch);
   x = good;
-  put_le(x, 64, 4096, 8);
-  put_le(x, 72, 8192, 8);
+  put_le(x, 40, 4096, 8);
+  put_le(x, 48, 8192, 8);
   CHECK(load(x) == status::success);
   // random bytes of the right size never load
   std::mt19937 rng(13);

@@ -4,9 +4,10 @@
 ///
 /// - Registration: VRAM of any GPU, including a sub-range of a larger allocation (a tensor of a
 ///   caching allocator); DRAM, pinned already or pageable (pinned here with cudaHostRegister).
-/// - Public region data: CUDA IPC handle, offset inside the allocation, GPU UUID, host boot id and
-///   a process token, so that a peer in another process maps the memory and a peer on another
-///   host is refused with a clear message.
+/// - Public data: the region's CUDA IPC handle, offset inside the allocation and GPU UUID; the
+///   connection info carries the host identity (nixl::detail::host_identity), so that a peer in
+///   another process of this host maps the memory and a peer on another host is refused with a
+///   clear message.
 /// - Transfers: descriptors up to `kernel_max_bytes` go to one launch of a batched copy kernel
 ///   (16-byte vector accesses, many blocks in flight); larger ones to the copy engines
 ///   (cudaMemcpyAsync). Completion is a CUDA event polled by `check()`: no host thread blocks.

@@ -1,0 +1,240 @@
+// nixlAgent: prepared lists, transfer requests and notifications (agent.hpp), and the binding of
+// those methods. Requests and prepared lists cross into Python as handles (their addresses).
+
+#include <chrono>
+
+#include "agent.hpp"
+#include "convert.hpp"
+
+namespace nixl::python {
+namespace {
+
+xfer_options xopts(backend_options&& b, const std::string& notif, bool skip) {
+  xfer_options o;
+  o.backends = std::move(b.backends);
+  if (!notif.empty()) o.notif = notif;  // NIXL: an empty message means "no notification"
+  o.skip_merge = skip;
+  return o;
+}
+
+}  // namespace
+
+// Prepared lists
+
+std::uintptr_t py_agent::prep_dlist(std::string agent, const xfer_dlist& l,
+                                    const std::vector<std::uintptr_t>& bs) {
+  if (agent == "NIXL_INIT_AGENT") agent.clear();
+  auto o = options(bs);
+  auto p = std::make_shared<prepared_t>();
+  {
+    py::gil_scoped_release rel;
+    *p = agent_->prepare_list(agent, l, o);
+  }
+  const auto id = reinterpret_cast<std::uintptr_t>(p.get());
+  dlists_.emplace(id, std::move(p));
+  return id;
+}
+
+std::shared_ptr<prepared_t> py_agent::dlist(std::uintptr_t h) const {
+  auto it = dlists_.find(h);
+  if (it == dlists_.end())
+    throw nixl::error(status::invalid_param,
+                      fmt::format("prepared list handle {:#x} is unknown or released", h));
+  return it->second;
+}
+
+void py_agent::release_dlist(std::uintptr_t h) {
+  (void)dlist(h);
+  dlists_.erase(h);
+}
+
+// Requests
+
+std::uintptr_t py_agent::keep(request_t&& r) {
+  auto p = std::make_shared<request_t>(std::move(r));
+  const auto id = reinterpret_cast<std::uintptr_t>(p.get());
+  reqs_.emplace(id, std::move(p));
+  return id;
+}
+
+std::uintptr_t py_agent::make_req(xfer_op op, std::uintptr_t lh, py::object li, std::uintptr_t rh,
+                                  py::object ri, const std::string& notif,
+                                  const std::vector<std::uintptr_t>& bs, bool skip) {
+  auto l = dlist(lh);
+  auto r = dlist(rh);
+  auto lv = indices(li, "local");
+  auto rv = indices(ri, "remote");
+  auto o = xopts(options(bs), notif, skip);
+  request_t req;
+  {
+    py::gil_scoped_release rel;
+    req = agent_->make_request(op, *l, lv, *r, rv, o);
+  }
+  return keep(std::move(req));
+}
+
+std::uintptr_t py_agent::create_req(xfer_op op, const xfer_dlist& l, const xfer_dlist& r,
+                                    const std::string& remote, const std::string& notif,
+                                    const std::vector<std::uintptr_t>& bs) {
+  auto o = xopts(options(bs), notif, false);
+  request_t req;
+  {
+    py::gil_scoped_release rel;
+    req = agent_->create_request(op, l, r, remote, o);
+  }
+  return keep(std::move(req));
+}
+
+std::shared_ptr<request_t> py_agent::req(std::uintptr_t h) const {
+  auto it = reqs_.find(h);
+  if (it == reqs_.end())
+    throw nixl::error(status::invalid_param,
+                      fmt::format("transfer handle {:#x} is unknown or released", h));
+  return it->second;
+}
+
+status py_agent::post(std::uintptr_t h, const std::string& notif) {
+  auto r = req(h);
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = notif.empty() ? r->post() : r->post(notif_arg{notif});
+  }
+  return check(s, "postXferReq");
+}
+
+status py_agent::xfer_status(std::uintptr_t h) {
+  auto r = req(h);
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = r->status();
+  }
+  return check(s, "getXferStatus");
+}
+
+void py_agent::release_req(std::uintptr_t h) {
+  auto r = req(h);
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = r->release();
+  }
+  if (s == status::repost_active)
+    throw nixl::error(s,
+                      "releaseXferReq: the backend could not cancel the transfer in flight; "
+                      "wait for it to finish and release again");
+  reqs_.erase(h);
+}
+
+py_telemetry py_agent::telemetry(std::uintptr_t h) {
+  auto r = req(h);
+  xfer_telemetry t{};
+  check(r->telemetry(t), "getXferTelemetry");
+  py_telemetry out;
+  out.startTime =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.start.time_since_epoch()).count();
+  out.postDuration = t.post_duration.count();
+  out.xferDuration = t.xfer_duration.count();
+  out.totalBytes = t.total_bytes;
+  out.descCount = t.desc_count;
+  return out;
+}
+
+std::uintptr_t py_agent::query_backend(std::uintptr_t h) {
+  auto r = req(h);
+  const auto id = backend_handle(r->backend_name());
+  if (id == 0) throw_status(status::not_found, "queryXferBackend");
+  return id;
+}
+
+py::tuple py_agent::estimate(std::uintptr_t h) {
+  auto r = req(h);
+  auto e = agent_->estimate_cost(*r);
+  if (!e)
+    throw nixl::error(
+        status::not_supported,
+        fmt::format("estimateXferCost: backend {} gives no cost estimate", r->backend_name()));
+  return py::make_tuple(static_cast<std::int64_t>(e->count()), std::int64_t{0},
+                        cost_method::analytical_backend);
+}
+
+// Notifications
+
+py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
+  auto o = options(bs);
+  notif_map m;
+  {
+    py::gil_scoped_release rel;
+    agent_->notifications(m, o);
+  }
+  for (auto& [k, v] : m) {
+    auto key = py::reinterpret_steal<py::object>(
+        PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "replace"));
+    if (!key) throw py::error_already_set();
+    py::list lst;
+    if (d.contains(key)) {
+      py::object cur = d[key];
+      if (!py::isinstance<py::list>(cur))
+        throw py::type_error("getNotifs: the dict's values must be lists");
+      lst = cur.cast<py::list>();
+    } else {
+      d[key] = lst;
+    }
+    for (auto& msg : v) lst.append(py::bytes(msg));
+  }
+  return d;
+}
+
+void py_agent::gen_notif(const std::string& remote, const std::string& msg,
+                         const std::vector<std::uintptr_t>& bs) {
+  auto o = options(bs);
+  py::gil_scoped_release rel;
+  agent_->notify(remote, msg, o);
+}
+
+void bind_transfers(py::class_<py_agent>& c) {
+  using bl = std::vector<std::uintptr_t>;
+  const auto no_backends = bl{};
+  c.def("prepXferDlist", &py_agent::prep_dlist, py::arg("agent_name"), py::arg("descs"),
+        py::arg("backend") = no_backends)
+      .def(
+          "prepXferDlist",
+          [](py_agent& a, const xfer_dlist& l, const bl& bs) { return a.prep_dlist("", l, bs); },
+          py::arg("descs"), py::arg("backend") = no_backends)
+      .def("makeXferReq", &py_agent::make_req, py::arg("operation"), py::arg("local_side"),
+           py::arg("local_indices"), py::arg("remote_side"), py::arg("remote_indices"),
+           py::arg("notif_msg") = std::string(), py::arg("backend") = no_backends,
+           py::arg("skip_desc_merge") = false)
+      .def("createXferReq", &py_agent::create_req, py::arg("operation"), py::arg("local_descs"),
+           py::arg("remote_descs"), py::arg("remote_agent"), py::arg("notif_msg") = std::string(),
+           py::arg("backend") = no_backends)
+      .def("estimateXferCost", &py_agent::estimate, py::arg("req"))
+      .def("postXferReq", &py_agent::post, py::arg("req"), py::arg("notif_msg") = std::string())
+      .def("getXferStatus", &py_agent::xfer_status, py::arg("req"))
+      .def("getXferTelemetry", &py_agent::telemetry, py::arg("req"))
+      .def("queryXferBackend", &py_agent::query_backend, py::arg("req"))
+      .def("releaseXferReq", &py_agent::release_req, py::arg("req"))
+      .def("releasedDlistH", &py_agent::release_dlist, py::arg("handle"))
+      .def("getNotifs", &py_agent::get_notifs, py::arg("notif_map"),
+           py::arg("backends") = no_backends)
+      .def(
+          "genNotif",
+          [](py_agent& a, const std::string& remote, const std::string& msg, const py::object& bs) {
+            a.gen_notif(remote, msg, handle_list(bs));
+          },
+          py::arg("remote_agent"), py::arg("msg"), py::arg("backends") = py::list())
+      // Fast forms for nixl._api: the status as a plain int (no enum object to build/compare).
+      .def(
+          "_post",
+          [](py_agent& a, std::uintptr_t h, const std::string& notif) {
+            return static_cast<int>(a.post(h, notif));
+          },
+          py::arg("req"), py::arg("notif_msg") = std::string())
+      .def(
+          "_status",
+          [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.xfer_status(h)); },
+          py::arg("req"));
+}
+
+}  // namespace nixl::python

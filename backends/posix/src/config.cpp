@@ -10,7 +10,7 @@ namespace nixl::posix {
 
 using detail::engine_kind;
 
-backend::config backend::config::from_params(const nixl::params& p) {
+config config::from_params(const nixl::params& p) {
   config c;
   struct flag {
     std::string_view key;
@@ -42,7 +42,7 @@ backend::config backend::config::from_params(const nixl::params& p) {
   return c;
 }
 
-nixl::params backend::config::to_params() const {
+nixl::params config::to_params() const {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   nixl::params p;
   p["use_uring"] = b(preferred == engine_kind::uring);

@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
-#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nixl/log.hpp>
+#include <nixl/backends/posix/check.hpp>
 
 #include "engine_of.hpp"
 #include "queue_engine.hpp"
@@ -20,18 +19,18 @@ template <>
 struct engine_of<engine_kind::aio>::state : queue_engine<engine_of<engine_kind::aio>::state> {
   explicit state(const engine_options& o)
       : queue_engine(std::clamp(o.queue_depth, 1u, 4096u)), iocbs_(depth_), events_(depth_) {
-    // libaio returns -errno instead of setting errno.
-    if (int r = io_setup(static_cast<int>(depth_), &ctx_); r < 0)
-      throw std::system_error(
-          -r, std::generic_category(),
-          fmt::format("io_setup(nr_events={}) (see /proc/sys/fs/aio-max-nr)", depth_));
+    NIXL_POSIX_CHECK_HINT(
+        io_setup(static_cast<int>(depth_), &ctx_), status::backend,
+        fmt::format("{} events; raise /proc/sys/fs/aio-max-nr, lower kernel_queue_size or "
+                    "use_uring / use_posix",
+                    depth_));
     free_.reserve(depth_);
     ready_.reserve(depth_);
     for (auto& cb : iocbs_) free_.push_back(&cb);
   }
   ~state() {
     drain();
-    io_destroy(ctx_);
+    NIXL_POSIX_WARN(io_destroy(ctx_));
   }
   state(const state&) = delete;
   state& operator=(const state&) = delete;

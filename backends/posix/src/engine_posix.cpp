@@ -10,6 +10,8 @@
 #include <system_error>
 #include <thread>
 
+#include <nixl/status.hpp>
+
 #include "engine_of.hpp"
 #include "queue_engine.hpp"
 
@@ -168,7 +170,7 @@ bool engine_built(engine_kind k) noexcept {
 
 /// An engine whose library this build lacks: its constructor says so; nothing else is reached.
 struct missing_engine {
-  missing_engine(const char* why) { throw std::system_error(ENOSYS, std::generic_category(), why); }
+  missing_engine(const char* why) { throw nixl::error(status::not_supported, why); }
   batch_phase submit(io_batch&) noexcept { return batch_phase::failed; }
   batch_phase poll(io_batch&) noexcept { return batch_phase::failed; }
   void cancel(io_batch&) noexcept {}

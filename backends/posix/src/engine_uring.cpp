@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <system_error>
 
 #include <fmt/format.h>
-#include <nixl/log.hpp>
+#include <nixl/backends/posix/check.hpp>
 
 #include "engine_of.hpp"
 #include "queue_engine.hpp"
@@ -20,18 +19,19 @@ struct engine_of<engine_kind::uring>::state : queue_engine<engine_of<engine_kind
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE;
     p.cq_entries = depth_ * 2;
-    if (int r = io_uring_queue_init_params(depth_, &ring_, &p); r < 0)
-      throw std::system_error(-r, std::generic_category(),
-                              fmt::format("io_uring_queue_init_params(entries={})", depth_));
+    NIXL_POSIX_CHECK_HINT(io_uring_queue_init_params(depth_, &ring_, &p), status::backend,
+                          fmt::format("{} entries; the kernel or a seccomp policy refuses "
+                                      "io_uring: use_aio or use_posix",
+                                      depth_));
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
     bool ok = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ) &&
               io_uring_opcode_supported(probe, IORING_OP_WRITE);
     if (probe != nullptr) io_uring_free_probe(probe);
     if (!ok) {
       io_uring_queue_exit(&ring_);
-      throw std::system_error(
-          ENOSYS, std::generic_category(),
-          "io_uring_get_probe_ring: kernel lacks IORING_OP_READ/WRITE (needs 5.6)");
+      throw nixl::error(status::not_supported,
+                        "io_uring_get_probe_ring: kernel lacks IORING_OP_READ/WRITE (needs 5.6); "
+                        "use_aio or use_posix");
     }
   }
   ~state() {
@@ -48,7 +48,7 @@ struct engine_of<engine_kind::uring>::state : queue_engine<engine_of<engine_kind
     if (r > 0) {
       unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(r));
     } else if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
-      log::error("POSIX/URING: io_uring_submit failed: {}", error_text(-r));
+      report_posix(-r, "io_uring_submit(&ring_)", __FILE__, __LINE__);
       return false;
     }
     return true;

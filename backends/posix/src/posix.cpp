@@ -2,6 +2,7 @@
 // config.cpp; engines: engine_*.cpp).
 
 #include <nixl/backends/posix.hpp>
+#include <nixl/backends/posix/check.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +12,6 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
-#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -20,10 +20,6 @@ namespace nixl::posix {
 namespace {
 
 using detail::engine_kind;
-
-std::string errno_text(int e) {
-  return std::system_category().message(e);
-}
 
 /// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
 struct path_mode {
@@ -145,7 +141,7 @@ backend::region::region(region&& o) noexcept
 
 backend::region& backend::region::operator=(region&& o) noexcept {
   if (this != &o) {
-    if (owns_fd && fd >= 0) ::close(fd);
+    if (owns_fd && fd >= 0) NIXL_POSIX_WARN(::close(fd));
     kind = o.kind;
     fd = std::exchange(o.fd, -1);
     owns_fd = std::exchange(o.owns_fd, false);
@@ -158,7 +154,7 @@ backend::region& backend::region::operator=(region&& o) noexcept {
 }
 
 backend::region::~region() {
-  if (owns_fd && fd >= 0) ::close(fd);
+  if (owns_fd && fd >= 0) NIXL_POSIX_WARN(::close(fd));
 }
 
 backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
@@ -169,13 +165,11 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
     raise(status::not_supported,
           "POSIX register_region: memory kind {} is not supported; use dram or file", kind);
   if (auto pm = parse_path_mode(d.meta)) {
-    int fd = ::open(pm->path.c_str(), pm->flags, 0644);
-    if (fd < 0)
-      raise(status::invalid_param,
-            "POSIX register_region: open('{}') for meta '{}' failed: {}; check "
-            "the path and the mode (ro|rw[,direct][,sync][,noatime][,create])",
-            pm->path, d.meta, errno_text(errno));
-    r.fd = fd;
+    r.fd = NIXL_POSIX_CHECK_HINT(
+        ::open(pm->path.c_str(), pm->flags, 0644), status::invalid_param,
+        fmt::format("POSIX register_region: path '{}' of meta '{}'; check the path and the mode "
+                    "(ro|rw[,direct][,sync][,noatime][,create])",
+                    pm->path, d.meta));
     r.owns_fd = true;
     r.path = std::move(pm->path);
   } else {
@@ -193,7 +187,7 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
 }
 
 void backend::deregister_region(region& r) noexcept {
-  if (r.owns_fd && r.fd >= 0) ::close(r.fd);
+  if (r.owns_fd && r.fd >= 0) NIXL_POSIX_WARN(::close(r.fd));
   r.fd = -1;
   r.owns_fd = false;
 }
@@ -294,7 +288,9 @@ std::vector<std::optional<nixl::params>> backend::query_memory(
         out.emplace_back(std::nullopt);
         continue;
       }
-      raise(status::backend, "POSIX query_memory: stat('{}') failed: {}", path, errno_text(e));
+      detail::throw_posix(e, path.empty() ? "::fstat(dev)" : "::stat(path)", __FILE__, __LINE__,
+                          status::backend,
+                          fmt::format("POSIX query_memory: path '{}', dev {}", path, d.dev));
     }
     out.emplace_back(nixl::params{{"size", std::to_string(st.st_size)},
                                   {"mode", std::to_string(st.st_mode)},

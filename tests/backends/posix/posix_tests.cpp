@@ -431,9 +431,18 @@ TEST_CASE("posix: setup errors throw with a reason", "[posix]") {
     }
   }
   SECTION("path that cannot be opened") {
-    CHECK_THROWS_AS(
-        b.register_region(nixl::mem_kind::file, {{0, 0, 1}, "ro:" + (tmp / "missing").string()}),
-        nixl::error);
+    const auto missing = (tmp / "missing").string();
+    try {
+      (void)b.register_region(nixl::mem_kind::file, {{0, 0, 1}, "ro:" + missing});
+      FAIL("no throw");
+    } catch (const nixl::error& e) {
+      CHECK(e.status_code() == nixl::status::invalid_param);
+      const std::string msg = e.what();  // the call, errno's text, the path and the fix
+      CHECK(msg.find("::open(") != std::string::npos);
+      CHECK(msg.find("No such file or directory") != std::string::npos);
+      CHECK(msg.find(missing) != std::string::npos);
+      CHECK(msg.find("check the path and the mode") != std::string::npos);
+    }
   }
   SECTION("kind not moved by POSIX") {
     CHECK_THROWS_AS(b.register_region(nixl::mem_kind::vram, {{4096, 4096, 0}, ""}), nixl::error);

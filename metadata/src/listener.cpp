@@ -1,3 +1,6 @@
+// Above 600 lines: one poll() loop and its state (listener::state): the steps of the loop
+// (accept, pump, serve, complete, time out) share the state's members and the loop's invariants,
+// so they are read together; socket.cpp, frame.cpp and auth.cpp hold what stands apart.
 // The peer-to-peer part of the exchange: listener and outgoing requests on one poll() loop.
 #include "listener.hpp"
 

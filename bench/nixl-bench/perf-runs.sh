@@ -103,11 +103,13 @@ if want H; then
   # UCX's own selector with PREFER_OFFLOAD=n and a low cma bandwidth estimate.
   am=(--backend_params engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs)
   {
-    echo "## H. same-host put protocols, defaults: cma / shared-memory active messages / NIXL," \
-         "4 KiB (20000 requests) then 8-64 MiB, two rounds"
+    echo "## H. same-host put protocols, defaults: cma / shared-memory active messages / target" \
+         "memory from backend.allocate() (--ucx_alloc) / NIXL, 4 KiB (20000 requests) then" \
+         "8-64 MiB, two rounds"
     for r in 1 2; do
       nb "$after" "${k4[@]}" | grep -E '^[$]|^ +4096'
       nb "$after" "${k4[@]}" "${am[@]}" | grep -E '^[$]|^ +4096'
+      nb "$after" "${k4[@]}" --ucx_alloc | grep -E '^[$]|^ +4096'
       nixl4k 20000
     done
     big=(--start_block_size 8M --max_block_size 64M --num_iter 200 --warmup_iter 20
@@ -115,6 +117,7 @@ if want H; then
     for r in 1 2; do
       nb "$after" "${big[@]}" | grep -E '^[$]|^ +[0-9]'
       nb "$after" "${big[@]}" "${am[@]}" | grep -E '^[$]|^ +[0-9]'
+      nb "$after" "${big[@]}" --ucx_alloc | grep -E '^[$]|^ +[0-9]'
     done
   } | tee "$out/h-protocols.txt"
 fi

@@ -32,7 +32,7 @@ if [[ -n $ucx_dir && -d $ucx_dir ]]; then
   done
 fi
 cp -L /lib64/ld-linux-x86-64.so.2 "$dest/lib/"
-cp "$here/doc-runs.sh" "$dest/"
+cp "$here/doc-runs.sh" "$here/perf-runs.sh" "$dest/"
 cat > "$dest/nixl-bench.sh" <<'SH'
 #!/usr/bin/env bash
 d=$(cd "$(dirname "$0")" && pwd)

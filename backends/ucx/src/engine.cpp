@@ -338,7 +338,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
   const bool multi = want_thread || bctx.sync == thread_sync::rw;
 
   ucp_config_t* raw_cfg = nullptr;
-  NIXL_UCS_CHECK(ucp_config_read(nullptr, nullptr, &raw_cfg));
+  NIXL_UCX_CHECK(ucp_config_read(nullptr, nullptr, &raw_cfg));
   config_handle ucfg(raw_cfg);
   if (!cfg_.device_list.empty()) {
     const std::string devs = net_devices(cfg_.device_list);
@@ -372,7 +372,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
   const std::string ctx_name = "nixl:" + agent_name_;
   up.name = ctx_name.c_str();
   ucp_context_h raw_ctx = nullptr;
-  NIXL_UCS_CHECK(ucp_init(&up, ucfg.get(), &raw_ctx));
+  NIXL_UCX_CHECK(ucp_init(&up, ucfg.get(), &raw_ctx));
   ctx_ = context_handle(raw_ctx);
 
   ucp_context_attr_t ca{};
@@ -386,7 +386,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SERIALIZED;
     ucp_worker_h w = nullptr;
-    NIXL_UCS_CHECK(ucp_worker_create(ctx_.get(), &wp, &w));
+    NIXL_UCX_CHECK(ucp_worker_create(ctx_.get(), &wp, &w));
     workers_.emplace_back(w);
 
     ucp_am_handler_param_t ap{};
@@ -395,11 +395,11 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ap.id = notif_am_id;
     ap.cb = &engine::on_notif;
     ap.arg = this;
-    NIXL_UCS_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
 
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
-    NIXL_UCS_CHECK(ucp_worker_get_address(w, &addr, &len));
+    NIXL_UCX_CHECK(ucp_worker_get_address(w, &addr, &len));
     addresses_.emplace_back(reinterpret_cast<const char*>(addr), len);
     ucp_worker_release_address(w, addr);
   }
@@ -451,7 +451,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
         ucs_status_ptr_t r = ucp_ep_close_nbx(e, &cp);
         if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
       }
-      detail::throw_ucs(s, "ucp_ep_create (loopback)", __FILE__, __LINE__);
+      detail::throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, "loopback endpoint");
     }
     self->eps.push_back(h);
   }
@@ -472,7 +472,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
       raise(status::backend, "UCX progress thread: epoll_ctl: {}", std::strerror(errno));
     for (auto& w : workers_) {
       int efd = -1;
-      NIXL_UCS_CHECK(ucp_worker_get_efd(w.get(), &efd));
+      NIXL_UCX_CHECK(ucp_worker_get_efd(w.get(), &efd));
       efds_.push_back(efd);
       ev.data.ptr = this;
       if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, efd, &ev) != 0)
@@ -645,7 +645,7 @@ bool engine::sleep_armed(const std::vector<char>& driven) noexcept {
     if (driven[i]) continue;
     const ucs_status_t s = ucp_worker_arm(workers_[i].get());
     if (s == UCS_ERR_BUSY) return false;
-    if (s != UCS_OK) log_ucs(s, "ucp_worker_arm");
+    warn_ucs(s, "ucp_worker_arm", __FILE__, __LINE__);
   }
   return true;
 }
@@ -1025,7 +1025,7 @@ void engine::drain_deferred(bool force) noexcept {
 namespace {
 void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
-  if (st != UCS_OK) log_ucs(st, "notification");
+  warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
   delete static_cast<std::string*>(user);
 }
 }  // namespace
@@ -1071,7 +1071,7 @@ std::pair<void*, ucp_mem_h> engine::allocate(std::size_t bytes) {
   ucp_mem_attr_t ma{};
   ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
   if (const ucs_status_t s = ucp_mem_query(memh, &ma); s != UCS_OK) {
-    NIXL_UCS_LOG(ucp_mem_unmap(ctx_.get(), memh));
+    NIXL_UCX_WARN(ucp_mem_unmap(ctx_.get(), memh));
     raise(status::backend, "UCX allocate: ucp_mem_query: {}", ucs_status_string(s));
   }
   std::lock_guard lk(alloc_mu_);
@@ -1088,7 +1088,7 @@ void engine::free_allocation(void* addr) noexcept {
     memh = it->second.second;
     allocs_.erase(it);
   }
-  NIXL_UCS_LOG(ucp_mem_unmap(ctx_.get(), memh));
+  NIXL_UCX_WARN(ucp_mem_unmap(ctx_.get(), memh));
 }
 
 ucp_mem_h engine::allocation_of(std::uintptr_t addr, std::size_t len) noexcept {

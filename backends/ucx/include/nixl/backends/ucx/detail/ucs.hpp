@@ -1,5 +1,5 @@
 #pragma once
-/// Checked calls and move-only owners for UCX handles.
+/// Move-only owners for UCX handles, and the NIXL status of a UCX error.
 
 #include <cstddef>
 #include <string_view>
@@ -7,22 +7,10 @@
 
 #include <ucp/api/ucp.h>
 
-#include <nixl/log.hpp>
+#include <nixl/backends/ucx/check.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::ucx::detail {
-
-/// Throws `nixl::error(backend)` naming the UCX call, its UCX message and where it was made.
-[[noreturn]] inline void throw_ucs(ucs_status_t s, std::string_view call, const char* file,
-                                   int line) {
-  raise(status::backend, "{}: {} ({}:{})", call.substr(0, call.find('(')), ucs_status_string(s),
-        file, line);
-}
-
-/// Logs a failed UCX call once, for destructors and other no-throw paths.
-inline void log_ucs(ucs_status_t s, std::string_view call) noexcept {
-  if (s != UCS_OK && s != UCS_INPROGRESS) log::warn("UCX: {}: {}", call, ucs_status_string(s));
-}
 
 /// The NIXL status for a UCX error on the data path.
 constexpr status to_status(ucs_status_t s) noexcept {
@@ -103,7 +91,7 @@ class mem_handle {
   ucp_mem_h get() const noexcept { return h_; }
   explicit operator bool() const noexcept { return h_ != nullptr; }
   void reset() noexcept {
-    if (h_ != nullptr && ctx_ != nullptr) log_ucs(ucp_mem_unmap(ctx_, h_), "ucp_mem_unmap");
+    if (h_ != nullptr && ctx_ != nullptr) NIXL_UCX_WARN(ucp_mem_unmap(ctx_, h_));
     h_ = nullptr;
   }
 
@@ -113,15 +101,3 @@ class mem_handle {
 };
 
 }  // namespace nixl::ucx::detail
-
-/// Calls a UCX function returning `ucs_status_t`; throws `nixl::error(backend)` with the call
-/// text, the UCX message, file and line when it fails.
-#define NIXL_UCS_CHECK(call)                                                       \
-  do {                                                                             \
-    const ucs_status_t nixl_ucs_status_ = (call);                                  \
-    if (nixl_ucs_status_ != UCS_OK)                                                \
-      ::nixl::ucx::detail::throw_ucs(nixl_ucs_status_, #call, __FILE__, __LINE__); \
-  } while (false)
-
-/// The no-throw form for destructors: logs a failure and continues.
-#define NIXL_UCS_LOG(call) ::nixl::ucx::detail::log_ucs((call), #call)

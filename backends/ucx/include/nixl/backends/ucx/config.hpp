@@ -27,6 +27,9 @@ std::string_view to_string(error_mode m) noexcept;
 
 /// Backend configuration. `from_params` takes NIXL's parameter names.
 struct config {
+  /// The most workers (`num_workers`, `num_threads`) one backend has.
+  static constexpr std::size_t max_workers = 64;
+
   /// UCX workers; requests are spread over them round-robin (`num_workers`).
   std::size_t num_workers = 1;
   /// Application threads that post on this backend (`num_threads`, NIXL's name). When set, the

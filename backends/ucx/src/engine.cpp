@@ -36,56 +36,11 @@
 #include <nixl/log.hpp>
 
 #include "internal.hpp"
+#include "wire.hpp"
 
 namespace nixl::ucx {
 
 namespace {
-
-constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
-constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
-constexpr std::uint8_t wire_version = 1;
-// Connection info carries the IPC and network namespaces since version 2.
-constexpr std::uint8_t conn_version = 2;
-constexpr std::size_t max_address_size = 64 * 1024;
-constexpr std::size_t max_rkey_size = 64 * 1024;
-constexpr std::size_t max_remote_workers = 1024;
-
-// FNV-1a: catches corrupted or truncated blobs before UCX parses them.
-std::uint64_t fnv1a(std::string_view s) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string read_first_line(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
-}
-
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. 0 when unreadable.
-std::uint64_t process_start_time(std::uint32_t pid) {
-  const std::string stat = read_first_line(fmt::format("/proc/{}/stat", pid).c_str());
-  const auto close = stat.rfind(')');  // the command name may contain spaces and parentheses
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && (in >> field); ++i)
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  return 0;
-}
-
-// Inode of one of this process's namespaces ("pid", "ipc", "net"); 0 when unreadable.
-std::uint64_t namespace_id(const char* which) {
-  struct stat st {};
-  return ::stat(fmt::format("/proc/self/ns/{}", which).c_str(), &st) == 0
-             ? static_cast<std::uint64_t>(st.st_ino)
-             : 0;
-}
 
 // UCX lists TCP devices from /sys/class/net. Where sysfs was mounted for another network
 // namespace (`nsenter --net`, `unshare --net` without a sysfs mount, a container given the
@@ -123,65 +78,6 @@ std::string netdev_mismatch() {
       missing, seen, missing);
 }
 
-struct conn_record {
-  std::string boot_id;
-  std::uint64_t pidns = 0;
-  std::uint64_t ipcns = 0;
-  std::uint64_t netns = 0;
-  std::uint32_t pid = 0;
-  std::uint64_t start_time = 0;
-  std::uint64_t uid = 0;
-  std::vector<std::string_view> addresses;
-};
-
-conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
-  nixl::detail::reader in(blob, "UCX connection info");
-  if (in.u32("magic") != conn_magic)
-    in.fail("UCX connection info of '{}': bad magic; the blob is not UCX connection info", agent);
-  if (const auto v = in.u8("version"); v != conn_version)
-    in.fail(
-        "UCX connection info of '{}': version {} (this build reads {}); use the same "
-        "nixl-cpp release on every host",
-        agent, v, conn_version);
-  const std::uint64_t sum = in.u64("checksum");
-  if (fnv1a(blob.substr(in.position())) != sum)
-    in.fail("UCX connection info of '{}': checksum mismatch; the blob is corrupted", agent);
-  conn_record r;
-  r.boot_id = std::string(in.bytes("boot id", 64));
-  r.pidns = in.u64("pid namespace");
-  r.ipcns = in.u64("ipc namespace");
-  r.netns = in.u64("net namespace");
-  r.pid = in.u32("pid");
-  r.start_time = in.u64("start time");
-  r.uid = in.u64("backend id");
-  const std::uint32_t n = in.count("worker count", 4, max_remote_workers);
-  if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
-  for (std::uint32_t i = 0; i < n; ++i)
-    r.addresses.push_back(in.bytes("worker address", max_address_size));
-  in.finish();
-  return r;
-}
-
-struct rkey_record {
-  mem_kind kind;
-  std::string_view packed;
-};
-
-rkey_record parse_rkey(std::span<const std::byte> data) {
-  nixl::detail::reader in(data, "UCX region data");
-  if (in.u32("magic") != rkey_magic) in.fail("UCX region data: bad magic; not a UCX remote key");
-  if (const auto v = in.u8("version"); v != wire_version)
-    in.fail("UCX region data: version {} (this build reads {})", v, wire_version);
-  const std::uint8_t k = in.u8("memory kind");
-  if (!valid_kind(k)) in.fail("UCX region data: unknown memory kind {}", k);
-  const std::uint64_t sum = in.u64("checksum");
-  const std::string_view packed = in.bytes("rkey", max_rkey_size);
-  in.finish();
-  if (fnv1a(packed) != sum) in.fail("UCX region data: checksum mismatch; the blob is corrupted");
-  if (packed.empty()) in.fail("UCX region data: empty remote key");
-  return {static_cast<mem_kind>(k), packed};
-}
-
 }  // namespace
 
 namespace detail {
@@ -202,14 +98,9 @@ engine::engine(const config& cfg, const backend_context& bctx)
     raise(status::invalid_param, "UCX: agent name of {} bytes exceeds the limit of {}",
           agent_name_.size(), max_name_size);
 
-  boot_id_ = read_first_line("/proc/sys/kernel/random/boot_id");
-  pidns_ = namespace_id("pid");
-  ipcns_ = namespace_id("ipc");
-  netns_ = namespace_id("net");
+  id_ = nixl::detail::host_identity::self();
   netdev_problem_ = netdev_mismatch();
   if (!netdev_problem_.empty()) log::warn("UCX: agent '{}': {}", bctx.agent_name, netdev_problem_);
-  pid_ = static_cast<std::uint32_t>(::getpid());
-  start_time_ = process_start_time(pid_);
   {
     std::random_device rd;
     uid_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(this);
@@ -263,32 +154,8 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ucp_worker_release_address(w, addr);
   }
 
-  {
-    nixl::detail::writer body;
-    body.bytes(boot_id_);
-    body.u64(pidns_);
-    body.u64(ipcns_);
-    body.u64(netns_);
-    body.u32(pid_);
-    body.u64(start_time_);
-    body.u64(uid_);
-    body.u32(static_cast<std::uint32_t>(addresses_.size()));
-    for (const std::string& a : addresses_) body.bytes(a);
-    const std::string b = body.take();
-    nixl::detail::writer w;
-    w.u32(conn_magic);
-    w.u8(conn_version);
-    w.u64(fnv1a(b));
-    w.raw(b);
-    conn_info_ = w.take();
-  }
-  {
-    nixl::detail::writer w;
-    w.u8(wire_version);
-    w.u16(static_cast<std::uint16_t>(agent_name_.size()));
-    w.raw(agent_name_);
-    notif_prefix_ = w.take();
-  }
+  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_);
+  notif_prefix_ = wire::notif_prefix(agent_name_);
 
   // loopback endpoints: each worker to itself
   auto self = std::make_unique<peer_state>();
@@ -576,20 +443,15 @@ ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, s
     log::warn("UCX: dropped a notification sent by rendezvous (not from a NIXL UCX agent)");
     return UCS_OK;
   }
-  const auto* b = static_cast<const unsigned char*>(data);
-  if (len < 3 || b[0] != wire_version) {
-    log::warn("UCX: dropped a malformed notification of {} bytes", len);
-    return UCS_OK;
-  }
-  const std::size_t name_len =
-      static_cast<std::size_t>(b[1]) | (static_cast<std::size_t>(b[2]) << 8);
-  if (name_len > max_name_size || name_len > len - 3 || len - 3 - name_len > max_notif_size) {
+  const auto got = wire::parse_notif(std::string_view(static_cast<const char*>(data), len),
+                                     max_name_size, max_notif_size);
+  if (!got) {
     log::warn("UCX: dropped a malformed notification of {} bytes", len);
     return UCS_OK;
   }
   try {
-    std::string name(reinterpret_cast<const char*>(b + 3), name_len);
-    std::string msg(reinterpret_cast<const char*>(b + 3 + name_len), len - 3 - name_len);
+    std::string name(got->sender);
+    std::string msg(got->message);
     std::lock_guard lk(self->notif_mu_);
     self->inbox_.emplace_back(std::move(name), std::move(msg));
   } catch (...) {
@@ -610,7 +472,7 @@ void engine::take_notifications(notif_map& out) {
 
 peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> info) {
   const std::string_view blob(reinterpret_cast<const char*>(info.data()), info.size());
-  const conn_record rec = parse_conn_info(name, blob);
+  const wire::conn_record rec = wire::parse_conn_info(name, blob);
   if (name.size() > max_name_size)
     raise(status::invalid_param, "UCX load_peer: agent name of {} bytes exceeds the limit of {}",
           name.size(), max_name_size);
@@ -618,9 +480,8 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   // Same kernel is not same host: containers and sandbox hosts share the boot id. Shared memory
   // and a usable pid need the same PID and IPC namespaces; another network namespace is another
   // host to the network, and UCX's own failure detection is what works there.
-  const bool same_host = !boot_id_.empty() && rec.boot_id == boot_id_ && rec.pidns == pidns_ &&
-                         rec.ipcns == ipcns_ && rec.netns == netns_;
-  const bool same_process = same_host && rec.pid == pid_;
+  const bool same_host = nixl::detail::same_host(id_, rec.id);
+  const bool same_process = nixl::detail::same_process(id_, rec.id);
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
   p->owner = this;
@@ -648,16 +509,16 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   }
   // Same host, other process, no UCX peer mode: watch the process itself.
   if (cfg_.error_handling == error_mode::automatic && same_host && !same_process) {
-    const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.pid), 0u);
+    const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.id.pid), 0u);
     if (fd >= 0) {
       p->pidfd = static_cast<int>(fd);
       ::fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
       // a recycled pid belongs to another process: the peer is already gone
-      if (process_start_time(rec.pid) != rec.start_time) p->failed.store(true);
+      if (nixl::detail::process_start_time(rec.id.pid) != rec.id.start_time) p->failed.store(true);
     } else if (errno == ESRCH) {
       p->failed.store(true);
     } else {
-      log::warn("UCX: pidfd_open({}) failed ({}); using UCX error mode peer for '{}'", rec.pid,
+      log::warn("UCX: pidfd_open({}) failed ({}); using UCX error mode peer for '{}'", rec.id.pid,
                 std::strerror(errno), name);
       p->ucx_peer_mode = true;
     }
@@ -699,10 +560,10 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     ev.events = EPOLLIN;
     ev.data.ptr = raw;
     if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
-      log::warn("UCX: cannot watch process {} of '{}': {}", rec.pid, name, std::strerror(errno));
+      log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
   }
   peers_.push_back(std::move(p));
-  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {})", name, rec.pid,
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {})", name, rec.id.pid,
              same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none");
   return raw;
 }
@@ -1020,15 +881,14 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
   if (const ucs_status_t s = ucp_rkey_pack(eng_->context(), memh, &packed, &packed_len);
       s != UCS_OK)
     raise(status::backend, "UCX register_region: ucp_rkey_pack: {}", ucs_status_string(s));
-  const std::string_view rk(static_cast<const char*>(packed), packed_len);
-  nixl::detail::writer w;
-  w.u32(rkey_magic);
-  w.u8(wire_version);
-  w.u8(static_cast<std::uint8_t>(kind));
-  w.u64(fnv1a(rk));
-  w.bytes(rk);
+  try {
+    r.public_data = detail::wire::encode_rkey(
+        kind, std::string_view(static_cast<const char*>(packed), packed_len));
+  } catch (...) {
+    ucp_rkey_buffer_release(packed);
+    throw;
+  }
   ucp_rkey_buffer_release(packed);
-  r.public_data = w.take();
   return r;
 }
 
@@ -1175,7 +1035,7 @@ backend::peer backend::self_peer() {
 namespace {
 backend::remote_region unpack_on(detail::peer_state* p, mem_kind kind, const desc& d,
                                  std::span<const std::byte> data) {
-  const rkey_record rec = parse_rkey(data);
+  const detail::wire::rkey_record rec = detail::wire::parse_rkey(data);
   if (rec.kind != kind)
     raise(status::mismatch, "UCX unpack: region data of '{}' says {} but the descriptor says {}",
           p->name, to_string(rec.kind), to_string(kind));

@@ -22,6 +22,7 @@
 #include <nixl/backends/ucx/config.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -232,16 +233,10 @@ class engine {
   std::string conn_info_;
   bool cuda_ = false;
 
-  // process identity, for the same-host liveness watch: a peer is on this host only when the
-  // kernel (boot id) and the PID, IPC and network namespaces are the same
-  std::string boot_id_;
-  std::uint64_t pidns_ = 0;
-  std::uint64_t ipcns_ = 0;
-  std::uint64_t netns_ = 0;
+  // this process, for choosing same-host paths and the liveness watch of peers
+  nixl::detail::host_identity id_;
   // Why UCX may not see this network namespace's devices (empty when it does); see load_peer
   std::string netdev_problem_;
-  std::uint32_t pid_ = 0;
-  std::uint64_t start_time_ = 0;
   std::uint64_t uid_ = 0;  ///< identifies this backend among those of the process
   std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 

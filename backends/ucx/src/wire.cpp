@@ -1,0 +1,105 @@
+// The UCX backend's wire formats: connection info, region data, notification header.
+
+#include "wire.hpp"
+
+#include <nixl/detail/codec.hpp>
+#include <nixl/detail/fnv1a.hpp>
+
+namespace nixl::ucx::detail::wire {
+
+using nixl::detail::fnv1a;
+
+// Connection info: magic, version, FNV-1a of the body, then the body: the host identity,
+// the backend id, and the worker addresses (count, then each as length and bytes).
+std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
+                             std::span<const std::string> addresses) {
+  nixl::detail::writer body;
+  id.encode(body);
+  body.u64(uid);
+  body.u32(static_cast<std::uint32_t>(addresses.size()));
+  for (const std::string& a : addresses) body.bytes(a);
+  const std::string b = body.take();
+  nixl::detail::writer w;
+  w.u32(conn_magic);
+  w.u8(conn_version);
+  w.u64(fnv1a(b));
+  w.raw(b);
+  return w.take();
+}
+
+conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
+  nixl::detail::reader in(blob, "UCX connection info");
+  if (in.u32("magic") != conn_magic)
+    in.fail("UCX connection info of '{}': bad magic; the blob is not UCX connection info", agent);
+  if (const auto v = in.u8("version"); v != conn_version)
+    in.fail(
+        "UCX connection info of '{}': version {} (this build reads {}); use the same "
+        "nixl-cpp release on every host",
+        agent, v, conn_version);
+  const std::uint64_t sum = in.u64("checksum");
+  if (fnv1a(blob.substr(in.position())) != sum)
+    in.fail("UCX connection info of '{}': checksum mismatch; the blob is corrupted", agent);
+  conn_record r;
+  r.id = nixl::detail::host_identity::decode(in);
+  r.uid = in.u64("backend id");
+  const std::uint32_t n = in.count("worker count", 4, max_remote_workers);
+  if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
+  for (std::uint32_t i = 0; i < n; ++i)
+    r.addresses.push_back(in.bytes("worker address", max_address_size));
+  in.finish();
+  return r;
+}
+
+// Region data: magic, version, memory kind, FNV-1a of the packed rkey, the packed rkey.
+std::string encode_rkey(mem_kind kind, std::string_view packed) {
+  nixl::detail::writer w;
+  w.u32(rkey_magic);
+  w.u8(rkey_version);
+  w.u8(static_cast<std::uint8_t>(kind));
+  w.u64(fnv1a(packed));
+  w.bytes(packed);
+  return w.take();
+}
+
+rkey_record parse_rkey(std::span<const std::byte> data) {
+  nixl::detail::reader in(data, "UCX region data");
+  if (in.u32("magic") != rkey_magic) in.fail("UCX region data: bad magic; not a UCX remote key");
+  if (const auto v = in.u8("version"); v != rkey_version)
+    in.fail("UCX region data: version {} (this build reads {})", v, rkey_version);
+  const std::uint8_t k = in.u8("memory kind");
+  if (!valid_kind(k)) in.fail("UCX region data: unknown memory kind {}", k);
+  const std::uint64_t sum = in.u64("checksum");
+  const std::string_view packed = in.bytes("rkey", max_rkey_size);
+  in.finish();
+  if (fnv1a(packed) != sum) in.fail("UCX region data: checksum mismatch; the blob is corrupted");
+  if (packed.empty()) in.fail("UCX region data: empty remote key");
+  return {static_cast<mem_kind>(k), packed};
+}
+
+// Notification: version, sender name (u16 length, bytes), then the message to the end.
+std::string notif_prefix(std::string_view agent) {
+  nixl::detail::writer w;
+  w.u8(notif_version);
+  w.u16(static_cast<std::uint16_t>(agent.size()));
+  w.raw(agent);
+  return w.take();
+}
+
+std::optional<notif_record> parse_notif(std::string_view data, std::size_t max_name,
+                                        std::size_t max_message) noexcept {
+  try {
+    nixl::detail::reader in(data, "UCX notification");
+    if (in.u8("version") != notif_version) return std::nullopt;
+    const std::uint16_t name_len = in.u16("sender length");
+    if (name_len > max_name) return std::nullopt;
+    notif_record r;
+    r.sender = in.raw("sender", name_len);
+    if (in.remaining() > max_message) return std::nullopt;
+    r.message = in.raw("message", in.remaining());
+    return r;
+  } catch (...) {
+    return std::nullopt;  // truncated
+  }
+}
+
+}  // namespace nixl::ucx::detail::wire

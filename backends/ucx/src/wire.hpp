@@ -1,0 +1,66 @@
+#pragma once
+// The UCX backend's wire formats (src/wire.cpp), all on nixl::detail::codec: the connection
+// info an agent publishes, the public data of a registered region, and the header of a
+// notification. Every byte from a peer is untrusted: lengths and counts are bounded, blobs
+// carry a magic, a version and an FNV-1a checksum, and a bad blob throws
+// nixl::error(mismatch) naming the field.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nixl/detail/host_identity.hpp>
+#include <nixl/memory.hpp>
+
+namespace nixl::ucx::detail::wire {
+
+constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
+constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
+// Connection info: 2 added the IPC and network namespaces, 3 the host identity of
+// nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix.
+constexpr std::uint8_t conn_version = 3;
+// Region data: 2 is the FNV-1a offset basis fix.
+constexpr std::uint8_t rkey_version = 2;
+constexpr std::uint8_t notif_version = 1;
+constexpr std::size_t max_address_size = 64 * 1024;
+constexpr std::size_t max_rkey_size = 64 * 1024;
+constexpr std::size_t max_remote_workers = 1024;
+
+/// What a peer's connection info says.
+struct conn_record {
+  nixl::detail::host_identity id;
+  std::uint64_t uid = 0;                    ///< the peer's backend among those of its process
+  std::vector<std::string_view> addresses;  ///< UCX worker addresses, views into the blob
+};
+
+std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
+                             std::span<const std::string> addresses);
+/// Throws nixl::error(mismatch) naming `agent` and the bad field.
+conn_record parse_conn_info(std::string_view agent, std::string_view blob);
+
+/// What a peer's region data says: the kind of memory and the packed UCX remote key.
+struct rkey_record {
+  mem_kind kind = mem_kind::dram;
+  std::string_view packed;  ///< a view into the blob
+};
+
+std::string encode_rkey(mem_kind kind, std::string_view packed);
+rkey_record parse_rkey(std::span<const std::byte> data);
+
+/// The prefix of every notification an agent sends: version, sender name.
+std::string notif_prefix(std::string_view agent);
+
+/// A received notification: sender and message, views into the received bytes.
+struct notif_record {
+  std::string_view sender;
+  std::string_view message;
+};
+/// Empty when the bytes are not a notification of this format within the limits.
+std::optional<notif_record> parse_notif(std::string_view data, std::size_t max_name,
+                                        std::size_t max_message) noexcept;
+
+}  // namespace nixl::ucx::detail::wire

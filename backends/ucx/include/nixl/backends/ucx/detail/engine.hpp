@@ -1,6 +1,7 @@
 #pragma once
 /// The state behind `nixl::ucx::backend`: UCX context and workers, the progress thread, peers,
-/// completion slots and received notifications. Setup code lives in src/engine.cpp; the few
+/// completion slots and received notifications. The setup path is compiled, one file per
+/// concern in src/ (context, config, wire, progress, registration, peers, transfer); the few
 /// members the hot path needs are inline here.
 
 #include <atomic>
@@ -109,7 +110,7 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  // Setup path (src/engine.cpp)
+  // Setup path (src/)
   ucp_context_h context() const noexcept { return ctx_.get(); }
   std::size_t num_workers() const noexcept { return workers_.size(); }
   ucp_worker_h worker(std::size_t i) const noexcept { return workers_[i].get(); }
@@ -210,6 +211,8 @@ class engine {
   bool handles_in_use() noexcept;
   template <class H>
   void defer_handles(std::vector<H>& list, std::span<H> handles) noexcept;
+  void connect_self();
+  void start_progress_thread(std::chrono::microseconds delay);
   void check_local_peers() noexcept;
   void wake() noexcept;
   void run() noexcept;

@@ -1,0 +1,186 @@
+// The UCX backend's context: the UCX context and workers of an engine, its identity and
+// connection info, and its teardown.
+
+#include <ifaddrs.h>
+#include <net/if.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nixl/log.hpp>
+
+#include "internal.hpp"
+#include "wire.hpp"
+
+namespace nixl::ucx {
+namespace detail {
+
+namespace {
+
+// UCX lists TCP devices from /sys/class/net. Where sysfs was mounted for another network
+// namespace (`nsenter --net`, `unshare --net` without a sysfs mount, a container given the
+// host's /sys), that list is not this namespace's: UCX then sees only interfaces whose names
+// happen to exist in both, typically just lo, and every peer on another host is "unreachable".
+// Returns a description of the mismatch, or "" when sysfs matches the interfaces we have.
+std::string netdev_mismatch() {
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return {};
+  std::set<std::string> ours;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK))
+      continue;
+    if (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6)
+      ours.insert(i->ifa_name);
+  }
+  ::freeifaddrs(ifs);
+  std::error_code ec;
+  std::set<std::string> listed;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec))
+    listed.insert(e.path().filename().string());
+  if (ec) return {};
+  std::string missing;
+  for (const std::string& n : ours)
+    if (!listed.contains(n)) missing += (missing.empty() ? "" : ",") + n;
+  if (missing.empty()) return {};
+  std::string seen;
+  for (const std::string& n : listed) seen += (seen.empty() ? "" : ",") + n;
+  return fmt::format(
+      "this network namespace has interface(s) {} that /sys/class/net (where UCX looks for "
+      "devices) does not list: it lists {}, so sysfs belongs to another network namespace and "
+      "UCX cannot use {} for TCP; mount sysfs for this namespace (`ip netns exec` does; or "
+      "`mount -t sysfs sysfs /sys` in the namespace's own mount namespace; containers need a "
+      "/sys of their own, not the host's)",
+      missing, seen, missing);
+}
+
+}  // namespace
+
+engine::engine(const config& cfg, const backend_context& bctx)
+    : cfg_(cfg), agent_name_(bctx.agent_name) {
+  if (cfg_.num_workers == 0 || cfg_.num_workers > config::max_workers)
+    raise(status::invalid_param, "UCX: num_workers={}: use a number from 1 to {}", cfg_.num_workers,
+          config::max_workers);
+  if (cfg_.num_threads > config::max_workers)
+    raise(status::invalid_param, "UCX: num_threads={}: use a number from 0 to {}", cfg_.num_threads,
+          config::max_workers);
+  // one worker per posting thread
+  cfg_.num_workers = std::max(cfg_.num_workers, cfg_.num_threads);
+  if (agent_name_.size() > max_name_size)
+    raise(status::invalid_param, "UCX: agent name of {} bytes exceeds the limit of {}",
+          agent_name_.size(), max_name_size);
+
+  id_ = nixl::detail::host_identity::self();
+  netdev_problem_ = netdev_mismatch();
+  if (!netdev_problem_.empty()) log::warn("UCX: agent '{}': {}", bctx.agent_name, netdev_problem_);
+  {
+    std::random_device rd;
+    uid_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(this);
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    reg.live[uid_] = alive_;
+  }
+
+  const bool want_thread = cfg_.enable_prog_thread.value_or(bctx.progress_thread);
+  const bool multi = want_thread || bctx.sync == thread_sync::rw;
+
+  const config_handle ucfg = read_ucp_config(cfg_);
+
+  ucp_params_t up{};
+  up.field_mask =
+      UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  up.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | (want_thread ? UCP_FEATURE_WAKEUP : 0);
+  up.mt_workers_shared = multi ? 1 : 0;
+  const std::string ctx_name = "nixl:" + agent_name_;
+  up.name = ctx_name.c_str();
+  ucp_context_h raw_ctx = nullptr;
+  NIXL_UCX_CHECK(ucp_init(&up, ucfg.get(), &raw_ctx));
+  ctx_ = context_handle(raw_ctx);
+
+  ucp_context_attr_t ca{};
+  ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(ctx_.get(), &ca) == UCS_OK)
+    cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+
+  watch_ = std::make_unique<worker_watch[]>(cfg_.num_workers);
+  for (std::size_t i = 0; i < cfg_.num_workers; ++i) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = multi ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SERIALIZED;
+    ucp_worker_h w = nullptr;
+    NIXL_UCX_CHECK(ucp_worker_create(ctx_.get(), &wp, &w));
+    workers_.emplace_back(w);
+
+    ucp_am_handler_param_t ap{};
+    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    ap.id = notif_am_id;
+    ap.cb = &engine::on_notif;
+    ap.arg = this;
+    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+
+    ucp_address_t* addr = nullptr;
+    std::size_t len = 0;
+    NIXL_UCX_CHECK(ucp_worker_get_address(w, &addr, &len));
+    addresses_.emplace_back(reinterpret_cast<const char*>(addr), len);
+    ucp_worker_release_address(w, addr);
+  }
+
+  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_);
+  notif_prefix_ = wire::notif_prefix(agent_name_);
+
+  connect_self();
+  if (want_thread) start_progress_thread(bctx.progress_delay);
+  log::info("UCX: agent '{}' up: {} worker(s), progress thread {}, error mode {}, CUDA {}",
+            agent_name_, workers_.size(), want_thread ? "on" : "off",
+            to_string(cfg_.error_handling), cuda_ ? "yes" : "no");
+}
+
+engine::~engine() {
+  alive_->store(false, std::memory_order_release);  // agents of this process see us go
+  {
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    reg.live.erase(uid_);
+  }
+  if (thread_.joinable()) {
+    stop_.store(true);
+    wake();
+    thread_.join();
+  }
+  {
+    std::vector<peer_state*> live;
+    {
+      std::lock_guard lk(peers_mu_);
+      for (auto& p : peers_)
+        if (!p->closed) live.push_back(p.get());
+    }
+    for (peer_state* p : live) {
+      if (p->pidfd >= 0) {
+        ::close(p->pidfd);
+        p->pidfd = -1;
+      }
+      close_eps(p);
+    }
+  }
+  // rkeys come from the workers' pools: release them first. Destroying the workers then
+  // completes what a dead peer left pending (callbacks see live slots); registrations last.
+  {
+    std::lock_guard lk(deferred_mu_);
+    deferred_rkeys_.clear();
+  }
+  workers_.clear();
+  drain_deferred(true);
+  wake_fd_.reset();
+  epoll_fd_.reset();
+}
+
+}  // namespace detail
+
+backend::backend(const config& cfg, const backend_context& ctx)
+    : eng_(std::make_unique<detail::engine>(cfg, ctx)) {}
+
+}  // namespace nixl::ucx

@@ -1,0 +1,430 @@
+// The UCX backend's peers: loading and unloading remote agents (and this agent, for loopback)
+// and their regions, watching whether they are alive, and notifications.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <nixl/log.hpp>
+
+#include "internal.hpp"
+#include "wire.hpp"
+
+namespace nixl::ucx {
+namespace detail {
+
+void engine::connect_self() {
+  // loopback endpoints: each worker to itself
+  auto self = std::make_unique<peer_state>();
+  self->name = agent_name_;
+  self->is_self = true;
+  self->owner = this;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses_[i].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucp_ep_h h = nullptr;
+    const ucs_status_t s = ucp_ep_create(workers_[i].get(), &ep, &h);
+    if (s != UCS_OK) {
+      for (ucp_ep_h e : self->eps) {
+        ucp_request_param_t cp{};
+        cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t r = ucp_ep_close_nbx(e, &cp);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+      }
+      throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, "loopback endpoint");
+    }
+    self->eps.push_back(h);
+  }
+  self_ = self.get();
+  peers_.push_back(std::move(self));
+}
+
+void engine::probe(peer_state* p) noexcept {
+  if (p->local_alive) {
+    if (!p->local_alive->load(std::memory_order_acquire))
+      mark_failed(p, "its backend was destroyed");
+    return;
+  }
+  const std::int64_t now = now_ns();
+  if (now < p->next_probe_ns.load(std::memory_order_relaxed)) return;
+  p->next_probe_ns.store(now + 10'000'000, std::memory_order_relaxed);  // at most every 10 ms
+  pollfd pf{p->pidfd, POLLIN, 0};
+  if (::poll(&pf, 1, 0) > 0 && (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+    mark_failed(p, "process exited");
+}
+
+void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
+  if (!p->failed.exchange(true, std::memory_order_acq_rel))
+    log::warn("UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
+              p->name, why);
+}
+
+void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
+  auto* p = static_cast<peer_state*>(arg);
+  p->owner->mark_failed(p, ucs_status_string(st));
+}
+
+ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                              const ucp_am_recv_param_t* param) noexcept {
+  auto* self = static_cast<engine*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    log::warn("UCX: dropped a notification sent by rendezvous (not from a NIXL UCX agent)");
+    return UCS_OK;
+  }
+  const auto got = wire::parse_notif(std::string_view(static_cast<const char*>(data), len),
+                                     max_name_size, max_notif_size);
+  if (!got) {
+    log::warn("UCX: dropped a malformed notification of {} bytes", len);
+    return UCS_OK;
+  }
+  try {
+    std::string name(got->sender);
+    std::string msg(got->message);
+    std::lock_guard lk(self->notif_mu_);
+    self->inbox_.emplace_back(std::move(name), std::move(msg));
+  } catch (...) {
+    log::error("UCX: out of memory storing a notification; dropped");
+  }
+  return UCS_OK;
+}
+
+void engine::take_notifications(notif_map& out) {
+  if (!thread_.joinable()) progress_all();
+  std::vector<std::pair<std::string, std::string>> got;
+  {
+    std::lock_guard lk(notif_mu_);
+    got.swap(inbox_);
+  }
+  for (auto& [name, msg] : got) out[name].push_back(std::move(msg));
+}
+
+peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> info) {
+  const std::string_view blob(reinterpret_cast<const char*>(info.data()), info.size());
+  const wire::conn_record rec = wire::parse_conn_info(name, blob);
+  if (name.size() > max_name_size)
+    raise(status::invalid_param, "UCX load_peer: agent name of {} bytes exceeds the limit of {}",
+          name.size(), max_name_size);
+
+  // Same kernel is not same host: containers and sandbox hosts share the boot id. Shared memory
+  // and a usable pid need the same PID and IPC namespaces; another network namespace is another
+  // host to the network, and UCX's own failure detection is what works there.
+  const bool same_host = nixl::detail::same_host(id_, rec.id);
+  const bool same_process = nixl::detail::same_process(id_, rec.id);
+  auto p = std::make_unique<peer_state>();
+  p->name = std::string(name);
+  p->owner = this;
+  switch (cfg_.error_handling) {
+    case error_mode::peer:
+      p->ucx_peer_mode = true;
+      break;
+    case error_mode::none:
+      p->ucx_peer_mode = false;
+      break;
+    case error_mode::automatic:
+      p->ucx_peer_mode = !same_host;
+      break;
+  }
+  // Another agent of this process: watch its backend.
+  if (same_process && cfg_.error_handling != error_mode::none) {
+    auto& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    auto it = reg.live.find(rec.uid);
+    std::shared_ptr<std::atomic<bool>> alive = it == reg.live.end() ? nullptr : it->second.lock();
+    if (alive)
+      p->local_alive = std::move(alive);
+    else
+      p->failed.store(true);  // that backend is gone already
+  }
+  // Same host, other process, no UCX peer mode: watch the process itself.
+  if (cfg_.error_handling == error_mode::automatic && same_host && !same_process) {
+    const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.id.pid), 0u);
+    if (fd >= 0) {
+      p->pidfd = static_cast<int>(fd);
+      ::fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+      // a recycled pid belongs to another process: the peer is already gone
+      if (nixl::detail::process_start_time(rec.id.pid) != rec.id.start_time) p->failed.store(true);
+    } else if (errno == ESRCH) {
+      p->failed.store(true);
+    } else {
+      log::warn("UCX: pidfd_open({}) failed ({}); using UCX error mode peer for '{}'", rec.id.pid,
+                std::strerror(errno), name);
+      p->ucx_peer_mode = true;
+    }
+  }
+
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const std::string_view a = rec.addresses[i % rec.addresses.size()];
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(a.data());
+    ep.err_mode = p->ucx_peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &engine::on_ep_error;
+    ep.err_handler.arg = p.get();
+    ucp_ep_h h = nullptr;
+    const ucs_status_t s = ucp_ep_create(workers_[i].get(), &ep, &h);
+    if (s != UCS_OK) {
+      p->failed.store(true);
+      close_eps(p.get());
+      if (p->pidfd >= 0) ::close(p->pidfd);
+      if (s == UCS_ERR_UNREACHABLE)
+        raise(status::backend,
+              "UCX load_peer('{}'): ucp_ep_create: {}: no UCX transport of this process reaches "
+              "the peer ({}); {}",
+              name, ucs_status_string(s), same_host ? "same host" : "another host",
+              netdev_problem_.empty()
+                  ? "check that both hosts have a common network and that UCX_NET_DEVICES (or "
+                    "the device_list parameter) names an interface that reaches it"
+                  : netdev_problem_);
+      throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, fmt::format("load_peer('{}')", name));
+    }
+    p->eps.push_back(h);
+  }
+
+  peer_state* raw = p.get();
+  std::lock_guard lk(peers_mu_);
+  if (raw->pidfd >= 0 && thread_.joinable()) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = raw;
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
+      log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
+  }
+  peers_.push_back(std::move(p));
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {})", name, rec.id.pid,
+             same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none");
+  return raw;
+}
+
+void engine::close_eps(peer_state* p) noexcept {
+  if (p->pidfd >= 0 || p->local_alive) probe(p);
+  // Waits for `reqs` (freeing them), progressing every worker, until `deadline_ns` or, when
+  // `until_dead`, until the peer is seen dead.
+  const auto wait_all = [&](std::vector<ucs_status_ptr_t>& reqs, std::int64_t deadline_ns,
+                            bool until_dead) {
+    for (ucs_status_ptr_t r : reqs) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < deadline_ns &&
+             !(until_dead && p->failed.load(std::memory_order_relaxed))) {
+        for (auto& w : workers_) ucp_worker_progress(w.get());
+        if (p->pidfd >= 0 || p->local_alive) probe(p);
+      }
+      ucp_request_free(r);
+    }
+    reqs.clear();
+  };
+  std::vector<ucs_status_ptr_t> pending;
+  if (!p->failed.load(std::memory_order_acquire)) {
+    // A live peer first gets what is still in flight to it, released requests included (a
+    // remote flush), so that nothing of this agent lands in the peer's memory after the unload.
+    for (ucp_ep_h ep : p->eps) {
+      ucp_request_param_t fp{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(ep, &fp);
+      if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+    }
+    wait_all(pending, now_ns() + flush_limit_ns, true);
+  }
+  const bool dead = p->failed.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < p->eps.size(); ++i) {
+    ucp_request_param_t cp{};
+    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // UCX refuses a forced close in error mode none; such an endpoint is left to be purged when
+    // the worker is destroyed.
+    cp.flags = dead && p->ucx_peer_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(p->eps[i], &cp);
+    if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+  }
+  // The close must complete even for a dead peer: an endpoint destroyed with the worker while
+  // its close is still flushing keeps its queued operations, and UCX 1.22 then aborts in
+  // ucp_worker_destroy (cma endpoint: arbiter.c "ucs_arbiter_group_is_empty"). Operations to a
+  // dead peer end quickly (written into memory still mapped, or failed by the kernel).
+  wait_all(pending, now_ns() + 1'000'000'000, false);
+  p->eps.clear();
+  std::lock_guard lk(peers_mu_);  // the progress thread reads `closed` (check_local_peers)
+  p->closed = true;
+}
+
+void engine::unload_peer(peer_state* p) noexcept {
+  if (p == nullptr || p->is_self || p->closed) return;
+  {
+    std::lock_guard lk(peers_mu_);
+    if (p->pidfd >= 0) {
+      if (thread_.joinable()) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p->pidfd, nullptr);
+    }
+  }
+  close_eps(p);
+  std::lock_guard lk(peers_mu_);
+  if (p->pidfd >= 0) {
+    ::close(p->pidfd);
+    p->pidfd = -1;
+  }
+}
+
+void engine::connect(peer_state* p) {
+  if (p->failed.load())
+    raise(status::remote_disconnect, "UCX connect('{}'): the peer is gone", p->name);
+  if (p->closed) raise(status::not_found, "UCX connect('{}'): the peer was unloaded", p->name);
+  const std::int64_t deadline = now_ns() + 5'000'000'000;
+  for (std::size_t i = 0; i < p->eps.size(); ++i) {
+    ucp_request_param_t rp{};
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(p->eps[i], &rp);
+    if (UCS_PTR_IS_ERR(r))
+      raise(status::remote_disconnect, "UCX connect('{}'): ucp_ep_flush_nbx: {}", p->name,
+            ucs_status_string(UCS_PTR_STATUS(r)));
+    if (r == nullptr) continue;
+    ucs_status_t s;
+    while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) {
+      ucp_worker_progress(workers_[i].get());
+      if (p->pidfd >= 0 || p->local_alive) probe(p);
+      if (p->failed.load() || now_ns() > deadline) break;
+    }
+    ucp_request_free(r);
+    if (s != UCS_OK && s != UCS_INPROGRESS)
+      raise(status::remote_disconnect, "UCX connect('{}'): {}", p->name, ucs_status_string(s));
+    if (s == UCS_INPROGRESS)
+      raise(status::remote_disconnect,
+            "UCX connect('{}'): no answer within 5 s; is the peer alive and progressing?", p->name);
+  }
+}
+
+void engine::check_local_peers() noexcept {
+  std::lock_guard lk(peers_mu_);
+  for (auto& p : peers_)
+    if (p->local_alive && !p->closed && !p->local_alive->load(std::memory_order_acquire))
+      mark_failed(p.get(), "its backend was destroyed");
+}
+
+namespace {
+void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
+  delete static_cast<std::string*>(user);
+}
+}  // namespace
+
+void engine::notify(peer_state* p, std::string_view msg) {
+  if (p == nullptr || p->closed) raise(status::not_found, "UCX notify: the peer is not loaded");
+  if (p->failed.load())
+    raise(status::remote_disconnect, "UCX notify('{}'): the peer is gone", p->name);
+  if (msg.size() > max_notif_size)
+    raise(status::invalid_param, "UCX notify('{}'): message of {} bytes exceeds the limit of {}",
+          p->name, msg.size(), max_notif_size);
+  auto buf = std::make_unique<std::string>(notif_prefix_);
+  buf->append(msg);
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  rp.cb.send = &on_notify_done;
+  rp.user_data = buf.get();
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(p->eps[0], notif_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
+  if (UCS_PTR_IS_ERR(r))
+    raise(to_status(UCS_PTR_STATUS(r)), "UCX notify('{}'): ucp_am_send_nbx: {}", p->name,
+          ucs_status_string(UCS_PTR_STATUS(r)));
+  if (r != nullptr) {
+    buf.release();  // freed by on_notify_done
+    kick(0);
+  }
+}
+
+std::string engine::endpoint_info(const peer_state* p) const {
+  if (p == nullptr || p->eps.empty()) return {};
+  char* buf = nullptr;
+  std::size_t len = 0;
+  FILE* f = ::open_memstream(&buf, &len);
+  if (f == nullptr) return {};
+  ucp_ep_print_info(p->eps[0], f);
+  std::fclose(f);
+  std::string s(buf, len);
+  std::free(buf);
+  return s;
+}
+
+}  // namespace detail
+
+backend::peer backend::self_peer() {
+  return peer(eng_->self());
+}
+
+namespace {
+backend::remote_region unpack_on(detail::peer_state* p, mem_kind kind, const desc& d,
+                                 std::span<const std::byte> data) {
+  const detail::wire::rkey_record rec = detail::wire::parse_rkey(data);
+  if (rec.kind != kind)
+    raise(status::mismatch, "UCX unpack: region data of '{}' says {} but the descriptor says {}",
+          p->name, to_string(rec.kind), to_string(kind));
+  backend::remote_region rr;
+  rr.range = d;
+  rr.kind = kind;
+  rr.peer = p;
+  rr.rkeys.reserve(p->eps.size());
+  for (ucp_ep_h ep : p->eps) {
+    ucp_rkey_h rk = nullptr;
+    if (const ucs_status_t s = ucp_ep_rkey_unpack(ep, rec.packed.data(), &rk); s != UCS_OK)
+      raise(status::mismatch, "UCX unpack: ucp_ep_rkey_unpack for a region of '{}': {}", p->name,
+            ucs_status_string(s));
+    rr.rkeys.emplace_back(rk);
+  }
+  return rr;
+}
+}  // namespace
+
+backend::remote_region backend::load_local(const region& r) {
+  return unpack_on(eng_->self(), r.kind, r.range, std::as_bytes(std::span(r.public_data)));
+}
+
+void backend::unload_region(remote_region& r) noexcept {
+  eng_->defer(r.rkeys);
+}
+
+std::string backend::connection_info() const {
+  return eng_->connection_info();
+}
+
+backend::peer backend::load_peer(std::string_view agent, std::span<const std::byte> conn_info) {
+  return peer(eng_->load_peer(agent, conn_info));
+}
+
+void backend::unload_peer(peer& p) noexcept {
+  eng_->unload_peer(p.state);
+  p.state = nullptr;
+}
+
+void backend::connect(peer& p) {
+  if (p.state == nullptr) raise(status::not_found, "UCX connect: the peer is not loaded");
+  eng_->connect(p.state);
+}
+
+backend::remote_region backend::unpack(peer& p, mem_kind kind, const desc& d,
+                                       std::span<const std::byte> data) {
+  if (p.state == nullptr || p.state->closed)
+    raise(status::not_found, "UCX unpack: the peer is not loaded");
+  if (kind != mem_kind::dram && kind != mem_kind::vram)
+    raise(status::not_supported, "UCX unpack: {} memory is not supported", to_string(kind));
+  return unpack_on(p.state, kind, d, data);
+}
+
+void backend::notify(peer& p, std::string_view msg) {
+  eng_->notify(p.state, msg);
+}
+
+void backend::take_notifications(notif_map& out) {
+  eng_->take_notifications(out);
+}
+
+std::string backend::endpoint_info(const peer& p) const {
+  return eng_->endpoint_info(p.state);
+}
+
+}  // namespace nixl::ucx

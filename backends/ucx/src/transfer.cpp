@@ -1,0 +1,189 @@
+// The UCX backend's transfers, outside the inline hot path of ucx.hpp: completion slots,
+// choosing a worker, prepare (resolving descriptors once), release and estimate.
+
+#include <charconv>
+#include <optional>
+#include <vector>
+
+#include "internal.hpp"
+
+namespace nixl::ucx {
+namespace detail {
+
+std::uint32_t engine::thread_index() noexcept {
+  static std::atomic<std::uint32_t> next{0};
+  thread_local const std::uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
+op_slot* engine::acquire_slot() {
+  std::lock_guard lk(slots_mu_);
+  if (!free_slots_.empty()) {
+    op_slot* s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  auto s = std::make_unique<op_slot>();
+  s->owner = this;
+  s->notif.reserve(notif_prefix_.size() + 256);
+  free_slots_.reserve(slots_.size() + 1);  // release_slot never allocates
+  slots_.push_back(std::move(s));
+  return slots_.back().get();
+}
+
+void engine::release_slot(op_slot* s) noexcept {
+  s->state.store(op_slot::idle, std::memory_order_relaxed);
+  s->has_notif = false;
+  std::lock_guard lk(slots_mu_);
+  free_slots_.push_back(s);
+}
+
+bool engine::detach(op_slot* s) noexcept {
+  int expected = op_slot::busy;
+  // counted before the slot can be reclaimed, so that orphans_ never goes below zero
+  orphans_.fetch_add(1, std::memory_order_acq_rel);
+  if (s->state.compare_exchange_strong(expected, op_slot::orphan, std::memory_order_acq_rel))
+    return true;
+  orphans_.fetch_sub(1, std::memory_order_acq_rel);
+  return false;
+}
+
+void engine::reclaim(op_slot* s) noexcept {
+  release_slot(s);
+  orphans_.fetch_sub(1, std::memory_order_acq_rel);
+}
+}  // namespace detail
+
+void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer& p) {
+  prepare(r, op, local, remote, p, {});
+}
+
+namespace {
+// `worker_id=N` in NIXL's customParam: items separated by commas, spaces or semicolons; other
+// items are left to other backends.
+std::optional<std::uint32_t> custom_worker(std::string_view custom, std::size_t workers) {
+  std::optional<std::uint32_t> w;
+  while (!custom.empty()) {
+    const auto cut = custom.find_first_of(", ;");
+    const std::string_view item = custom.substr(0, cut);
+    custom = cut == std::string_view::npos ? std::string_view{} : custom.substr(cut + 1);
+    constexpr std::string_view key = "worker_id=";
+    if (item.substr(0, key.size()) != key) continue;
+    const std::string_view v = item.substr(key.size());
+    std::uint32_t n = 0;
+    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc{} || ptr != v.data() + v.size() || n >= workers)
+      raise(status::invalid_param,
+            "UCX prepare: custom parameter '{}': this backend has {} worker(s); use worker_id=0 "
+            "to {} (or set num_workers / num_threads)",
+            item, workers, workers - 1);
+    w = n;
+  }
+  return w;
+}
+}  // namespace
+
+void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer& p,
+                      std::string_view custom) {
+  if (p.state == nullptr || p.state->closed)
+    raise(status::not_found, "UCX prepare: the peer is not loaded");
+  if (local.size() != remote.size())
+    raise(status::invalid_param, "UCX prepare: {} local descriptors but {} remote ones",
+          local.size(), remote.size());
+  if (r.slot_ != nullptr && r.slot_->state.load() == detail::op_slot::busy)
+    raise(status::repost_active, "UCX prepare: the request is still in flight");
+  const auto nw = static_cast<std::uint32_t>(eng_->num_workers());
+  const std::uint32_t w = custom_worker(custom, nw).value_or(eng_->next_worker());
+  // split_batch_size: chunks of that many descriptors, on workers w, w+1, ...
+  const std::size_t split = eng_->cfg().split_batch_size;
+  const bool chunked = split > 0 && nw > 1 && local.size() > split;
+  std::vector<detail::xfer_item> items;
+  std::vector<chunk> chunks;
+  items.reserve(local.size());
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const bound_desc<region>& l = local[i];
+    const bound_desc<remote_region>& rm = remote[i];
+    if (l.region == nullptr || rm.region == nullptr)
+      raise(status::invalid_param, "UCX prepare: descriptor {} is not bound to a region", i);
+    if (l.len != rm.len)
+      raise(status::invalid_param,
+            "UCX prepare: descriptor {}: local length {} != remote length {}", i, l.len, rm.len);
+    if (!l.region->range.covers(l))
+      raise(status::invalid_param,
+            "UCX prepare: local descriptor {} [{:#x}, +{}) lies outside its registered region "
+            "[{:#x}, +{})",
+            i, l.addr, l.len, l.region->range.addr, l.region->range.len);
+    if (rm.region->peer != p.state)
+      raise(status::invalid_param,
+            "UCX prepare: remote descriptor {} belongs to agent '{}', not to '{}'", i,
+            rm.region->peer ? rm.region->peer->name : std::string("?"), p.state->name);
+    if (!rm.region->range.covers(rm))
+      raise(status::invalid_param,
+            "UCX prepare: remote descriptor {} [{:#x}, +{}) lies outside the region [{:#x}, +{}) "
+            "that '{}' registered",
+            i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
+    if (l.len == 0) continue;
+    std::uint32_t cw = w;
+    if (chunked) {
+      const std::size_t k = items.size() / split;  // chunk of this item
+      cw = static_cast<std::uint32_t>((w + k) % nw);
+      if (chunks.size() == k) {
+        const auto at = static_cast<std::uint32_t>(items.size());
+        chunks.push_back({at, at, p.state->eps[cw], cw});
+      }
+      ++chunks.back().end;
+    }
+    items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[cw].get(),
+                     l.region->memh.get()});
+  }
+  if (chunks.size() == 1) chunks.clear();
+  if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
+  r.items_ = std::move(items);
+  r.chunks_ = std::move(chunks);
+  r.peer_ = p.state;
+  r.ep_ = p.state->eps[w];
+  r.worker_ = w;
+  r.op_ = op;
+}
+
+status backend::release(request& r) noexcept {
+  detail::op_slot* s = r.slot_;
+  if (s == nullptr) return status::success;
+  if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
+    // UCX cannot cancel one-sided operations (ucp_request_cancel ignores them). Most end within
+    // microseconds: progress for a short grace, then abandon the rest to the engine, which
+    // keeps the slot, its notification bytes and the registrations UCX may still use.
+    const auto deadline = std::chrono::steady_clock::now() + detail::engine::release_grace;
+    while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy &&
+           !r.peer_->failed.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline) {
+      eng_->poll(r.worker_, r.peer_);
+      for (const chunk& c : r.chunks_)
+        if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
+    }
+  }
+  if (!eng_->detach(s)) eng_->release_slot(s);
+  r.slot_ = nullptr;
+  r.items_.clear();
+  r.chunks_.clear();
+  return status::success;
+}
+
+std::optional<std::chrono::microseconds> backend::estimate(const request& r) const {
+  if (r.ep_ == nullptr) return std::nullopt;
+  double seconds = 0;
+  for (const detail::xfer_item& it : r.items_) {
+    ucp_ep_evaluate_perf_param_t pp{};
+    pp.field_mask = UCP_EP_PERF_PARAM_FIELD_MESSAGE_SIZE;
+    pp.message_size = it.len;
+    ucp_ep_evaluate_perf_attr_t pa{};
+    pa.field_mask = UCP_EP_PERF_ATTR_FIELD_ESTIMATED_TIME;
+    if (ucp_ep_evaluate_perf(r.ep_, &pp, &pa) != UCS_OK) return std::nullopt;
+    seconds += pa.estimated_time;
+  }
+  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6 + 0.999));
+}
+
+}  // namespace nixl::ucx

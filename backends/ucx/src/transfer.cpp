@@ -32,17 +32,17 @@ op_slot* engine::acquire_slot() {
 }
 
 void engine::release_slot(op_slot* s) noexcept {
-  s->state.store(op_slot::idle, std::memory_order_relaxed);
+  s->state.store(phase::idle, std::memory_order_relaxed);
   s->has_notif = false;
   std::lock_guard lk(slots_mu_);
   free_slots_.push_back(s);
 }
 
 bool engine::detach(op_slot* s) noexcept {
-  int expected = op_slot::busy;
+  phase expected = phase::busy;
   // counted before the slot can be reclaimed, so that orphans_ never goes below zero
   orphans_.fetch_add(1, std::memory_order_acq_rel);
-  if (s->state.compare_exchange_strong(expected, op_slot::orphan, std::memory_order_acq_rel))
+  if (s->state.compare_exchange_strong(expected, phase::orphan, std::memory_order_acq_rel))
     return true;
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
   return false;
@@ -92,7 +92,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   if (local.size() != remote.size())
     raise(status::invalid_param, "UCX prepare: {} local descriptors but {} remote ones",
           local.size(), remote.size());
-  if (r.slot_ != nullptr && r.slot_->state.load() == detail::op_slot::busy)
+  if (r.slot_ != nullptr && r.slot_->state.load() == detail::phase::busy)
     raise(status::repost_active, "UCX prepare: the request is still in flight");
   const auto nw = static_cast<std::uint32_t>(eng_->num_workers());
   const std::uint32_t w = custom_worker(custom, nw).value_or(eng_->next_worker());
@@ -151,12 +151,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
 status backend::release(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::success;
-  if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy) {
+  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) {
     // UCX cannot cancel one-sided operations (ucp_request_cancel ignores them). Most end within
     // microseconds: progress for a short grace, then abandon the rest to the engine, which
     // keeps the slot, its notification bytes and the registrations UCX may still use.
     const auto deadline = std::chrono::steady_clock::now() + detail::engine::release_grace;
-    while (s->state.load(std::memory_order_acquire) == detail::op_slot::busy &&
+    while (s->state.load(std::memory_order_acquire) == detail::phase::busy &&
            !r.peer_->failed.load(std::memory_order_acquire) &&
            std::chrono::steady_clock::now() < deadline) {
       eng_->poll(r.worker_, r.peer_);

@@ -241,8 +241,7 @@ class backend {
 inline status backend::post(request& r, notif_arg notif) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  if (s->state.load(std::memory_order_acquire) == detail::op_slot::busy)
-    return status::repost_active;
+  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) return status::repost_active;
   if (r.peer_->gone()) return status::remote_disconnect;
 
   s->has_notif = notif.has_value();
@@ -261,7 +260,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   s->flushes.store(static_cast<int>(nchunks) + 1, std::memory_order_relaxed);
   s->failure.store(0, std::memory_order_relaxed);
   s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
-  s->state.store(detail::op_slot::busy, std::memory_order_release);
+  s->state.store(detail::phase::busy, std::memory_order_release);
 
   if (r.chunks_.empty()) {
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
@@ -322,15 +321,15 @@ inline status backend::post_chunk(request& r, const chunk& c) noexcept {
 inline status backend::check(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  int st = s->state.load(std::memory_order_acquire);
-  if (st == detail::op_slot::idle) return status::not_posted;
-  if (st == detail::op_slot::busy) {
+  detail::phase st = s->state.load(std::memory_order_acquire);
+  if (st == detail::phase::idle) return status::not_posted;
+  if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     eng_->poll(r.worker_, r.peer_);
     for (const chunk& c : r.chunks_)
       if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
     st = s->state.load(std::memory_order_acquire);
-    if (st == detail::op_slot::busy)
+    if (st == detail::phase::busy)
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }

@@ -34,16 +34,20 @@ namespace detail {
 
 class engine;
 
+/// Where a request is, as its completion slot records it.
+enum class phase : std::uint8_t {
+  idle,    ///< not posted
+  busy,    ///< posted: UCX holds it
+  done,    ///< the result is set
+  orphan,  ///< released while UCX still held it: the last UCX callback hands the slot back to
+           ///< the engine, and no notification goes out
+};
+
 /// Completion state of one request while UCX works on it. Slots are owned by the engine and
 /// live as long as it does, so a UCX callback never sees freed memory even when the request
 /// that posted it is gone.
-///
-/// States: `idle` (not posted), `busy` (UCX holds it), `done` (result set), `orphan` (its request
-/// was released while UCX still held it: the last UCX callback hands the slot back to the
-/// engine, and no notification goes out).
 struct op_slot {
-  enum : int { idle = 0, busy = 1, done = 2, orphan = 3 };
-  std::atomic<int> state{idle};
+  std::atomic<phase> state{phase::idle};
   std::atomic<int> result{static_cast<int>(status::success)};
   bool has_notif = false;
   std::uint32_t worker = 0;     ///< index of the worker the notification goes out on
@@ -56,9 +60,9 @@ struct op_slot {
   /// busy -> done with `s`. False when the slot was orphaned meanwhile (the caller reclaims it).
   [[nodiscard]] bool finish(status s) noexcept {
     result.store(static_cast<int>(s), std::memory_order_relaxed);
-    int expected = busy;
-    return state.compare_exchange_strong(expected, done, std::memory_order_acq_rel) ||
-           expected != orphan;
+    phase expected = phase::busy;
+    return state.compare_exchange_strong(expected, phase::done, std::memory_order_acq_rel) ||
+           expected != phase::orphan;
   }
 };
 
@@ -311,9 +315,9 @@ inline status engine::flush_done(op_slot* s) noexcept {
   // The last chunk's flush finishes the request. acq_rel: every chunk's outcome, and the
   // notification fields written by post() (release store of `state`), are visible here.
   if (s->flushes.fetch_sub(1, std::memory_order_acq_rel) != 1) return status::in_progress;
-  const int state = s->state.load(std::memory_order_acquire);
+  const phase state = s->state.load(std::memory_order_acquire);
   const int f = s->failure.load(std::memory_order_relaxed);
-  if (f != 0 || state == op_slot::orphan) {
+  if (f != 0 || state == phase::orphan) {
     // a released request sends no notification
     const status e = f != 0 ? static_cast<status>(f) : status::canceled;
     s->owner->complete(s, e);

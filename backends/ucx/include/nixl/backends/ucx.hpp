@@ -333,13 +333,9 @@ inline status backend::check(request& r) noexcept {
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }
-  const auto res = static_cast<status>(s->result.load(std::memory_order_relaxed));
-  // In UCX mode `none` a failed operation can still let the flush succeed (1.22: a cma write
-  // to a process that exited fails with ESRCH, UCX fails the endpoint and calls the error
-  // callback, and the flush completes): success observed after the peer failed is not trusted.
-  return res == status::success && r.peer_->failed.load(std::memory_order_acquire)
-             ? status::remote_disconnect
-             : res;
+  // Every put or get UCX keeps reports its own outcome (post_chunk), so a write that failed
+  // against a dead peer fails the request even where the flush after it succeeds.
+  return static_cast<status>(s->result.load(std::memory_order_relaxed));
 }
 
 static_assert(nixl::backend<backend>);

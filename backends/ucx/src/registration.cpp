@@ -11,10 +11,23 @@ namespace detail {
 
 bool engine::handles_in_use() noexcept {
   if (orphans_.load(std::memory_order_acquire) != 0) return true;
-  std::lock_guard lk(peers_mu_);
-  for (const auto& p : peers_)
-    if (!p->is_self && !p->ucx_peer_mode && p->failed.load(std::memory_order_acquire)) return true;
+  // Per peer: a failed peer in mode none holds this agent's operations only while a request
+  // to it is in flight (every put, get and flush UCX keeps ends through the request's slot).
+  // A peer that failed with nothing in flight keeps nothing.
+  std::lock_guard lk(slots_mu_);
+  for (const auto& s : slots_) {
+    if (s->state.load(std::memory_order_acquire) != phase::busy) continue;
+    const peer_state* p = s->peer.load(std::memory_order_relaxed);
+    if (p != nullptr && !p->is_self && !p->ucx_peer_mode &&
+        p->failed.load(std::memory_order_acquire))
+      return true;
+  }
   return false;
+}
+
+std::size_t engine::kept_handles() noexcept {
+  std::lock_guard lk(deferred_mu_);
+  return deferred_memh_.size() + deferred_rkeys_.size();
 }
 
 template <class H>

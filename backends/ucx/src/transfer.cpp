@@ -140,6 +140,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   }
   if (chunks.size() == 1) chunks.clear();
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
+  r.slot_->peer.store(p.state, std::memory_order_relaxed);
   r.items_ = std::move(items);
   r.chunks_ = std::move(chunks);
   r.peer_ = p.state;

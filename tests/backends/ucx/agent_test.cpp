@@ -326,10 +326,11 @@ TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_
   CAPTURE(thread);
   nixl::agent_config cfg;
   cfg.enable_prog_thread = thread;
-  buffer ib(1 << 20), tb(1 << 20);
+  buffer ib(1 << 20), other(1 << 20), tb(1 << 20);
   ucx_agent init{"initiator", cfg};
-  init.create_backend<nixl::ucx::backend>();
+  auto& be = init.create_backend<nixl::ucx::backend>();
   init.register_memory(reg_of(ib));
+  init.register_memory(reg_of(other));
   auto tgt = std::make_unique<ucx_agent>("target", cfg);
   tgt->create_backend<nixl::ucx::backend>();
   tgt->register_memory(reg_of(tb));
@@ -342,6 +343,9 @@ TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_
     s = r.status();
   }
   REQUIRE(s == status::success);
+  // a second peer on the target's backend, to see its failure from the backend
+  const std::string info = tgt->get_backend<nixl::ucx::backend>().connection_info();
+  auto watch = be.load_peer("watch", ucx_test::bytes_of(info));
   tgt.reset();
   const auto t0 = std::chrono::steady_clock::now();
   s = r.post();
@@ -349,6 +353,18 @@ TEST_CASE("ucx agents: an agent of the same process that goes away gives remote_
   CHECK(s == status::remote_disconnect);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   CHECK(r.release() == status::success);
+
+  // The target was a same-process agent, so its endpoints use UCX mode none. With nothing in
+  // flight to it, deregistered memory is released at once (engine::handles_in_use), not kept
+  // for as long as the initiator's backend lives.
+  REQUIRE(ucx_test::wait_done([&] {
+            be.progress();
+            return nixl::ucx::backend::peer_failed(watch) ? status::success : status::in_progress;
+          }) == status::success);
+  init.deregister_memory(reg_of(other));
+  init.deregister_memory(reg_of(ib));
+  CHECK(be.kept_handles() == 0);
+  be.unload_peer(watch);
 }
 
 TEST_CASE("ucx agents: a target destroyed with a write in flight ends it, and teardown is clean") {

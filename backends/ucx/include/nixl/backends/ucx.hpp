@@ -226,6 +226,10 @@ class backend {
   const config& configuration() const noexcept { return eng_->cfg(); }
   /// UCX's description of the endpoint to `p` on worker 0 (lanes and transports).
   std::string endpoint_info(const peer& p) const;
+  /// Deregistered memory handles and released rkeys the backend keeps because UCX may still use
+  /// them (a released request in flight, a request in flight to a peer that failed in UCX mode
+  /// `none`); they go when UCX is done, at the latest with the backend. A diagnostic.
+  std::size_t kept_handles() const noexcept { return eng_->kept_handles(); }
   /// True once `p` is known to be gone.
   static bool peer_failed(const peer& p) noexcept {
     return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);

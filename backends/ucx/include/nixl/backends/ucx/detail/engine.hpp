@@ -33,6 +33,7 @@ namespace nixl::ucx {
 namespace detail {
 
 class engine;
+struct peer_state;
 
 /// Where a request is, as its completion slot records it.
 enum class phase : std::uint8_t {
@@ -55,6 +56,8 @@ struct op_slot {
   std::atomic<int> failure{0};  ///< first error of a chunk (a `status`), 0: none
   ucp_ep_h ep = nullptr;
   engine* owner = nullptr;
+  /// The peer of the request (set by prepare): what `engine::handles_in_use` counts per peer.
+  std::atomic<peer_state*> peer{nullptr};
   std::string notif;  ///< encoded notification (sender name + message), capacity reused
 
   /// busy -> done with `s`. False when the slot was orphaned meanwhile (the caller reclaims it).
@@ -139,6 +142,8 @@ class engine {
   /// Deregistration and rkey release wait while an orphaned operation may still use them.
   void defer(mem_handle& m) noexcept;
   void defer(std::vector<rkey_handle>& rkeys) noexcept;
+  /// Memory handles and rkeys kept by `defer` until UCX is done with them.
+  std::size_t kept_handles() noexcept;
   /// The worker of a new request: the calling thread's own with `num_threads`, else the next
   /// one round-robin.
   std::uint32_t next_worker() noexcept {
@@ -210,8 +215,9 @@ class engine {
   void reclaim(op_slot* s) noexcept;
   void drain_deferred(bool force) noexcept;
   /// True while UCX may still hold operations that use local memory handles or rkeys: released
-  /// requests in flight, or a failed peer in UCX error mode `none`, whose endpoints UCX will not
-  /// force-close (their queued operations are purged only when the worker is destroyed).
+  /// requests in flight, or requests in flight to a failed peer in UCX error mode `none`, whose
+  /// endpoints UCX will not force-close (their queued operations are purged only when the
+  /// worker is destroyed).
   bool handles_in_use() noexcept;
   template <class H>
   void defer_handles(std::vector<H>& list, std::span<H> handles) noexcept;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,7 +110,8 @@ inline std::string run_nixlbench(const std::string& path, const std::vector<std:
   char buf[4096];
   while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
   const int rc = ::pclose(f);
-  std::system(fmt::format("rm -rf '{}'", out_dir).c_str());
+  std::error_code ignored;  // a leftover log folder in /tmp is not worth failing the run for
+  std::filesystem::remove_all(out_dir, ignored);
   if (rc != 0) {
     fmt::print(stderr, "nixl-bench: NIXL's nixlbench failed (exit {}): {}\n", rc, cmd);
     return {};

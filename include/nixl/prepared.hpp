@@ -20,7 +20,7 @@
 namespace nixl {
 
 template <class... Backends>
-requires(sizeof...(Backends) > 0) class agent;
+class agent;
 
 /// A descriptor list resolved once against the local registrations ("" agent) or a peer's
 /// regions, for requests made later from index vectors.
@@ -49,7 +49,7 @@ class prepared {
 
  private:
   template <class... Bs>
-  requires(sizeof...(Bs) > 0) friend class agent;
+  friend class agent;
   template <class B>
   using local_vec = std::optional<std::vector<bound_desc<typename B::region>>>;
   template <class B>

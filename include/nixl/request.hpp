@@ -17,7 +17,7 @@
 namespace nixl {
 
 template <class... Backends>
-requires(sizeof...(Backends) > 0) class agent;
+class agent;
 
 namespace detail {
 /// What a request knows of its peer: whether it is still loaded, and its generation.
@@ -139,7 +139,7 @@ class request {
 
  private:
   template <class... Bs>
-  requires(sizeof...(Bs) > 0) friend class agent;
+  friend class agent;
 
   void after(bool posted) noexcept {
     if (status_ == nixl::status::remote_disconnect) {

@@ -1,0 +1,49 @@
+#pragma once
+/// Members of `nixl::agent` (agent.hpp) about notifications: collecting those that
+/// arrived, sending a standalone one.
+
+#include <string_view>
+
+#include <nixl/agent.hpp>
+#include <nixl/detail/resolve.hpp>
+
+namespace nixl {
+
+template <class... Backends>
+void agent<Backends...>::notifications(notif_map& out, const backend_options& opt) {
+  auto g = lock_.exclusive();
+  bool any = false;
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (notifying_backend<B>) {
+      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends)) {
+        any = true;
+        s.engine->take_notifications(out);
+      }
+    }
+  });
+  if (!any)
+    raise(status::backend, "notifications: no created backend{} of agent '{}' delivers them",
+          opt.backends.empty() ? "" : " among those named", name_);
+}
+
+template <class... Backends>
+void agent<Backends...>::notify(std::string_view remote, std::string_view msg,
+                                const backend_options& opt) {
+  auto g = lock_.shared();
+  auto st = find_peer(remote, "notify");
+  bool sent = false;
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (notifying_backend<B>) {
+      if (sent || !detail::selected<B>(opt.backends)) return;
+      auto& ps = std::get<peer_slot<B>>(st->slots);
+      if (!ps.peer || !slot<B>().engine) return;
+      slot<B>().engine->notify(*ps.peer, msg);
+      sent = true;
+    }
+  });
+  if (!sent)
+    raise(status::not_found, "notify: no notifying backend of agent '{}' reaches '{}'", name_,
+          remote);
+}
+
+}  // namespace nixl

@@ -1,21 +1,49 @@
 // Per-request costs of the agent and request layers, over a backend that moves nothing
 // (noop_backend.hpp): making a request (run-time and typed paths, from lists or from prepared
 // lists with indices), post + status, release, and preparing lists of 1, 256, 65536 and 1M
-// descriptors. Descriptors are 64 bytes with 64-byte gaps, so none are merged.
+// descriptors. Descriptors are 64 bytes with 64-byte gaps, so none are merged. The `*_threads`
+// benchmarks run 1, 2 and 4 threads on one agent in `thread_sync::rw` (each thread its own
+// requests), to show how the agent's own bookkeeping scales; compare items_per_second. The
+// `allocs` counter is the heap allocations per iteration (per thread).
 //
 //   nixl_micro_bench [--benchmark_filter=...] [--benchmark_format=json]
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <new>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <nixl/agent.hpp>
 
 #include "noop_backend.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// operator delete below frees what operator new malloc'd; GCC cannot see that pairing.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+// Counting allocations: every operator new of the calling thread counts.
+namespace {
+thread_local std::uint64_t t_allocs = 0;
+}  // namespace
+
+void* operator new(std::size_t n) {
+  ++t_allocs;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -69,6 +97,13 @@ nixl::xfer_options opts() {
 void counts(benchmark::State& s, std::size_t n) {
   s.SetItemsProcessed(static_cast<std::int64_t>(s.iterations() * n));
   s.counters["descs"] = static_cast<double>(n);
+}
+
+/// Reports the allocations of the calling thread per iteration since `start`.
+void allocs(benchmark::State& s, std::uint64_t start) {
+  s.counters["allocs"] = benchmark::Counter(
+      static_cast<double>(t_allocs - start) / static_cast<double>(s.iterations()),
+      benchmark::Counter::kAvgThreads);
 }
 
 // Prep: resolving a list once
@@ -239,6 +274,7 @@ void lifecycle(benchmark::State& s) {
   auto& a = the_agent();
   const auto& [l, r] = lists(1);
   const auto o = opts();
+  const auto start = t_allocs;
   for (auto _ : s) {
     auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
                               static_cast<const nixl::xfer_dlist&>(r), a.name(), o);
@@ -246,8 +282,94 @@ void lifecycle(benchmark::State& s) {
     while (st == nixl::status::in_progress) st = q.status();
     benchmark::DoNotOptimize(q.release());
   }
+  allocs(s, start);
 }
 BENCHMARK(lifecycle);
+
+/// The same with the typed request.
+void lifecycle_typed(benchmark::State& s) {
+  auto& a = the_agent();
+  const auto& [l, r] = lists(1);
+  const auto start = t_allocs;
+  for (auto _ : s) {
+    auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(q.release());
+  }
+  allocs(s, start);
+}
+BENCHMARK(lifecycle_typed);
+
+// Threads on one agent (thread_sync::rw)
+
+/// One agent in `thread_sync::rw` whose backend says `in_progress` once per post, so that both
+/// post and status take the agent's lock; created once, before the threads run.
+agent& rw_agent() {
+  static const std::unique_ptr<agent> a = [] {
+    auto p = std::make_unique<agent>("micro-rw", nixl::agent_config{.sync = nixl::thread_sync::rw});
+    p->create_backend<noop>({{"polls", "1"}});
+    p->register_memory(
+        nixl::reg_list<nixl::dram_t>{{{local_base, span, 0}, ""}, {{remote_base, span, 0}, ""}});
+    return p;
+  }();
+  return *a;
+}
+
+/// A thread's own one-descriptor lists (at an offset of its own).
+std::pair<nixl::xfer_list<nixl::dram_t>, nixl::xfer_list<nixl::dram_t>> thread_lists(
+    const benchmark::State& s) {
+  const auto off = static_cast<std::uintptr_t>(s.thread_index()) * (std::uintptr_t{1} << 20);
+  return {make_list(local_base + off, 1), make_list(remote_base + off, 1)};
+}
+
+/// post + status until done on a request of each thread's own.
+void post_status_threads(benchmark::State& s) {
+  auto& a = rw_agent();
+  const auto [l, r] = thread_lists(s);
+  auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
+  for (auto _ : s) {
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(st);
+  }
+  s.SetItemsProcessed(s.iterations());
+}
+BENCHMARK(post_status_threads)->ThreadRange(1, 4)->UseRealTime();
+
+/// The same with an agent per thread (`thread_sync::none`): nothing shared, the ceiling that the
+/// host allows for `post_status_threads` (on a loaded host it scales less than the core count).
+void post_status_threads_apart(benchmark::State& s) {
+  agent own("micro-apart-" + std::to_string(s.thread_index()));
+  own.create_backend<noop>({{"polls", "1"}});
+  own.register_memory(
+      nixl::reg_list<nixl::dram_t>{{{local_base, span, 0}, ""}, {{remote_base, span, 0}, ""}});
+  const auto [l, r] = thread_lists(s);
+  auto q = own.create_request(nixl::xfer_op::write, l, r, own.name());
+  for (auto _ : s) {
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(st);
+  }
+  s.SetItemsProcessed(s.iterations());
+}
+BENCHMARK(post_status_threads_apart)->ThreadRange(1, 4)->UseRealTime();
+
+/// make + post + status + release on each thread.
+void lifecycle_threads(benchmark::State& s) {
+  auto& a = rw_agent();
+  const auto [l, r] = thread_lists(s);
+  const auto start = t_allocs;
+  for (auto _ : s) {
+    auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
+    auto st = q.post();
+    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(q.release());
+  }
+  s.SetItemsProcessed(s.iterations());
+  allocs(s, start);
+}
+BENCHMARK(lifecycle_threads)->ThreadRange(1, 4)->UseRealTime();
 
 }  // namespace
 

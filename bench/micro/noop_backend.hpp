@@ -1,9 +1,12 @@
 #pragma once
 /// A backend that moves nothing: registration, prepare, post, check and release do the least a
-/// real backend does (prepare copies the resolved pairs, post and check return at once), so
+/// real backend does (prepare copies the resolved pairs, inline up to four, post and check
+/// return at once), so
 /// that a benchmark over it times the agent and request layers alone. Loopback only, DRAM.
 /// Parameter `polls=N`: each posted request reports `in_progress` N times before `success`.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,8 +44,13 @@ class noop_backend {
     std::uintptr_t local, remote;
     std::size_t len;
   };
+  /// The resolved pairs: up to `inline_ops` inside the request (as a backend keeps a short
+  /// list), more on the heap.
+  static constexpr std::size_t inline_ops = 4;
   struct request {
-    std::vector<op> ops;
+    std::array<op, inline_ops> few{};
+    std::vector<op> many;
+    std::size_t count = 0;
     int left = 0;
   };
 
@@ -53,9 +61,11 @@ class noop_backend {
 
   void prepare(request& r, xfer_op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer&) {
-    r.ops.resize(local.size());
-    for (std::size_t i = 0; i < local.size(); ++i)
-      r.ops[i] = {local[i].addr, remote[i].addr, local[i].len};
+    r.count = local.size();
+    if (r.count > inline_ops) r.many.resize(r.count);
+    op* out = r.count > inline_ops ? r.many.data() : r.few.data();
+    for (std::size_t i = 0; i < r.count; ++i)
+      out[i] = {local[i].addr, remote[i].addr, local[i].len};
   }
   status post(request& r, notif_arg) noexcept {
     r.left = cfg_.polls;

@@ -30,6 +30,7 @@
 #include <nixl/agent_config.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/agent_slots.hpp>
+#include <nixl/detail/region_index.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
 #include <nixl/memory.hpp>
@@ -251,8 +252,9 @@ class agent {
   /// afterwards succeeds (see invalidate_remote_metadata).
   void prune();
   static bool has_any_peer(const peer_state& st);
-  std::shared_ptr<peer_state> find_peer(std::string_view remote, std::string_view call);
-  std::shared_ptr<peer_state> self_shared(std::string_view call);
+  /// The loaded peer (or the agent itself); the reference is valid while the lock is held.
+  const std::shared_ptr<peer_state>& find_peer(std::string_view remote, std::string_view call);
+  const std::shared_ptr<peer_state>& self_shared(std::string_view call);
 
   // Transfers
   [[noreturn]] void uncovered_error(std::string_view call, const xfer_dlist& list, std::size_t i,
@@ -270,14 +272,15 @@ class agent {
   template <class B>
   void require_usable(const peer_state& st) const;
   template <class B>
-  request<B> build(xfer_op op, const prepared& local, std::span<const int> li,
-                   const prepared& remote, std::span<const int> ri, const xfer_options& opt);
-  /// Merges neighbours contiguous on both sides, then lets the backend prepare.
+  void build(request<B>& req, xfer_op op, const prepared& local, std::span<const int> li,
+             const prepared& remote, std::span<const int> ri, const xfer_options& opt);
+  /// Merges neighbours contiguous on both sides, then lets the backend prepare `req` (a fresh
+  /// request); `l` and `r` are the call's temporaries, `pins` what the request keeps registered.
   template <class B>
-  request<B> finish(xfer_op op, std::vector<bound_desc<typename B::region>> l,
-                    std::vector<bound_desc<typename B::remote_region>> r,
-                    const std::shared_ptr<peer_state>& st, const xfer_options& opt,
-                    std::shared_ptr<const void> pins, std::shared_ptr<const void> more_pins = {});
+  void finish(request<B>& req, xfer_op op, std::span<bound_desc<typename B::region>> l,
+              std::span<bound_desc<typename B::remote_region>> r,
+              const std::shared_ptr<peer_state>& st, const xfer_options& opt,
+              std::pair<detail::region_pin, detail::region_pin> pins);
 
   std::string name_;
   agent_config cfg_;

@@ -36,7 +36,10 @@ struct xfer_options {
   std::optional<std::string> notif;   ///< notification sent after the data (empty is valid)
   bool skip_merge = false;            ///< keep contiguous descriptors apart
   std::string custom;                 ///< backend-specific parameter
-  std::size_t notif_capacity = 256;   ///< bytes reserved for notifications set at post
+  /// Bytes reserved at creation for a notification given later to `post(n)`, so that such a
+  /// post does not allocate (messages of up to 15 bytes never do). 0: nothing reserved, and a
+  /// request without a notification costs no allocation for one.
+  std::size_t notif_capacity = 0;
 };
 
 }  // namespace nixl

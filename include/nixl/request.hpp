@@ -35,7 +35,9 @@ struct peer_token {
 template <backend B>
 class request {
  public:
-  request() = default;
+  // User-provided, so that value-initialising a request (emplacing it in an xfer_request) runs
+  // the member initialisers only instead of first zeroing the whole object.
+  request() noexcept {}  // NOLINT(modernize-use-equals-default)
   request(request&& o) noexcept { steal(o); }
   request& operator=(request&& o) noexcept {
     if (this != &o) {
@@ -70,7 +72,9 @@ class request {
   }
 
   /// Posts with notification `n` (or none when `n` is empty), replacing the stored one. The
-  /// message is copied into storage reserved at creation; a longer one may allocate.
+  /// message is copied into the request's storage: up to 15 bytes, the capacity reserved at
+  /// creation (`xfer_options::notif_capacity`) or the longest message it held before never
+  /// allocate; a longer one does, once.
   nixl::status post(notif_arg n) noexcept {
     has_notif_ = n.has_value();
     if (n) {
@@ -95,7 +99,8 @@ class request {
   }
 
   /// Cancels what is in flight and frees backend resources. Returns `repost_active` (and keeps
-  /// the request) when the backend cannot cancel it; `success` otherwise.
+  /// the request) when the backend cannot cancel it; `success` otherwise. A released request
+  /// keeps nothing of its backend, peer or regions: post and status say `invalid_param`.
   nixl::status release() noexcept {
     if (engine_ == nullptr) return nixl::status::success;
     auto g = lock_->shared();
@@ -106,6 +111,7 @@ class request {
     peer_.reset();
     pins_.reset();
     more_pins_.reset();
+    status_ = nixl::status::invalid_param;  // status() of a released request touches nothing
     return nixl::status::success;
   }
 

@@ -15,6 +15,9 @@
 
 namespace nixl {
 
+template <class... Backends>
+class agent;
+
 /// A transfer request whose backend is chosen at run time: a variant over `request<B>`.
 template <class... Backends>
 class xfer_request {
@@ -62,6 +65,14 @@ class xfer_request {
   }
 
  private:
+  template <class... Bs>
+  friend class agent;
+  /// Replaces what is held with a fresh `request<B>` for the agent to fill in place.
+  template <class B>
+  request<B>& emplace() {
+    return v_.template emplace<request<B>>();
+  }
+
   /// `f(request)` for the request held, `fallback` when empty.
   template <class R, class Self, class F>
   static R apply_to(Self& self, R fallback, F&& f) noexcept {

@@ -91,6 +91,63 @@ TEST_CASE("a request made from prepared lists pins after the lists are gone") {
   f.a.deregister_memory(src.reg());
 }
 
+TEST_CASE("a request past the inline storage (many descriptors, three regions) pins each region") {
+  pair_fixture<> f;
+  // Three source regions, one target region; 24 descriptors (more than a call keeps inline),
+  // kept apart so that none merge, taken from the three regions in turn.
+  std::vector<buffer> srcs;
+  for (int i = 0; i < 3; ++i) srcs.emplace_back(1024, static_cast<unsigned char>(i + 1));
+  buffer dst(24 * 64);
+  for (const auto& b : srcs) f.a.register_memory(b.reg());
+  f.b.register_memory(dst.reg());
+  f.exchange();
+  nixl::xfer_list<nixl::dram_t> l, r;
+  for (std::size_t i = 0; i < 24; ++i) {
+    l.push_back({srcs[i % 3].addr((i / 3) * 128), 64, 0});
+    r.push_back({dst.addr(i * 64), 64, 0});
+  }
+  auto typed = f.a.create_request(xfer_op::write, l, r, "target", {.skip_merge = true});
+  auto dynamic =
+      f.a.create_request(xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
+                         static_cast<const nixl::xfer_dlist&>(r), "target", {.skip_merge = true});
+  CHECK(typed.descriptor_count() == 24);
+  CHECK(dynamic.descriptor_count() == 24);
+  CHECK(dynamic.post() == status::success);
+  for (std::size_t i = 0; i < 24; ++i) CHECK(dst.bytes[i * 64] == i % 3 + 1);
+  for (const auto& b : srcs)
+    CHECK(code_of([&] { f.a.deregister_memory(b.reg()); }) == status::not_allowed);
+  CHECK(code_of([&] { f.b.deregister_memory(dst.reg()); }) == status::success);  // the peer's own
+  CHECK(typed.release() == status::success);
+  for (const auto& b : srcs)  // the other request still pins every region
+    CHECK(code_of([&] { f.a.deregister_memory(b.reg()); }) == status::not_allowed);
+  CHECK(dynamic.release() == status::success);
+  for (const auto& b : srcs) f.a.deregister_memory(b.reg());
+  CHECK(f.a.get_backend<memcpy_backend>().registered() == 0);
+}
+
+TEST_CASE("a released request reaches nothing; requests made after it work and pin anew") {
+  pair_fixture<> f;
+  buffer src(1024), dst(1024);
+  src.iota();
+  register_both(f, src, dst);
+  for (int round = 0; round < 3; ++round) {
+    auto req = f.a.create_request(xfer_op::write, static_cast<const nixl::xfer_dlist&>(src.whole()),
+                                  dst.whole(), "target", {.notif = "round"});
+    CHECK(req.post() == status::success);
+    CHECK(req.release() == status::success);
+    // released: no backend, no peer, no pins behind it
+    CHECK_FALSE(req.valid());
+    CHECK(req.post() == status::invalid_param);
+    CHECK(req.status() == status::invalid_param);
+    CHECK(req.release() == status::success);  // releasing again is harmless
+    CHECK(req.remote_agent().empty());
+    f.a.deregister_memory(src.reg());  // nothing pinned
+    f.a.register_memory(src.reg());
+  }
+  CHECK(src.bytes == dst.bytes);
+  CHECK(f.b.notifications()["initiator"].size() == 3);
+}
+
 TEST_CASE("a batch with one entry in use deregisters nothing; other memory is free") {
   test_agent a("batch");
   a.create_backend<memcpy_backend>();

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <string_view>
 
 #include <stdlib.h>
 
@@ -80,13 +82,20 @@ using namespace nixl::test;
 using nixl::status;
 using nixl::xfer_op;
 
+namespace {
+/// Registers `src` with the initiator and `dst` with the target; the initiator loads the target.
+void connect(pair_fixture<>& f, const buffer& src, const buffer& dst) {
+  f.a.register_memory(src.reg());
+  f.b.register_memory(dst.reg());
+  f.a.load_remote_metadata(f.b.local_metadata());
+}
+}  // namespace
+
 TEST_CASE("request state rules: not posted, repost only when not in progress, sticky status") {
   pair_fixture<> f(nixl::params{{"delay_polls", "3"}});
   buffer src(64), dst(64);
   src.iota();
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  connect(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
   CHECK(r.status() == status::not_posted);
   CHECK(r.post() == status::in_progress);
@@ -101,9 +110,7 @@ TEST_CASE("request state rules: not posted, repost only when not in progress, st
 TEST_CASE("release cancels an in-flight request; an empty request refuses everything") {
   pair_fixture<> f(nixl::params{{"delay_polls", "1000"}});
   buffer src(64, 1), dst(64, 0);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  connect(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target", {.notif = "n"});
   CHECK(r.post() == status::in_progress);
   CHECK(r.release() == status::success);
@@ -120,9 +127,7 @@ TEST_CASE("release cancels an in-flight request; an empty request refuses everyt
 TEST_CASE("post and status allocate nothing once the request exists") {
   pair_fixture<> f(nixl::params{{"delay_polls", "2"}});
   buffer src(4096), dst(4096);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  connect(f, src, dst);
   auto typed = f.a.create_request(xfer_op::write, src.blocks(64, 64), dst.blocks(64, 64), "target",
                                   {.skip_merge = true});
   auto dynamic = f.a.create_request(
@@ -142,6 +147,52 @@ TEST_CASE("post and status allocate nothing once the request exists") {
   REQUIRE(wait(typed) == status::success);
 }
 
+TEST_CASE("making and releasing a short request allocates only the backend's own state") {
+  pair_fixture<> f;
+  buffer src(4096), dst(4096);
+  connect(f, src, dst);
+  const auto l = src.blocks(4, 64);
+  const auto r = dst.blocks(4, 64);
+  (void)f.a.create_request(xfer_op::write, l, r, "target");  // warm: nothing lazily made
+  for (int i = 0; i < 10; ++i) {
+    const long before = g_allocs.load();
+    {
+      auto typed = f.a.create_request(xfer_op::write, l, r, "target", {.skip_merge = true});
+      REQUIRE(typed.post() == status::success);
+      auto dynamic = f.a.create_request(xfer_op::write, static_cast<const nixl::xfer_dlist&>(l), r,
+                                        "target", {.skip_merge = true});
+      REQUIRE(dynamic.post() == status::success);
+      REQUIRE(dynamic.release() == status::success);
+    }
+    // one each: the MEMCPY backend's vector of operations; the agent adds nothing
+    CHECK(g_allocs.load() - before == 2);
+  }
+}
+
+TEST_CASE("a notification given at post fits in the capacity reserved at creation") {
+  pair_fixture<> f(nixl::params{{"delay_polls", "1"}});
+  buffer src(64), dst(64);
+  connect(f, src, dst);
+  auto req = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target",
+                                {.notif_capacity = 256});
+  const std::string long_msg(200, 'n');
+  const long before = g_allocs.load();
+  REQUIRE(req.post(std::string_view(long_msg)) == status::in_progress);
+  CHECK(g_allocs.load() - before == 0);
+  REQUIRE(wait(req) == status::success);
+  // without the reservation the first long message allocates, and a repost reuses it
+  auto plain = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
+  const long first = g_allocs.load();
+  REQUIRE(plain.post(std::string_view(long_msg)) == status::in_progress);
+  CHECK(g_allocs.load() - first == 1);
+  REQUIRE(wait(plain) == status::success);
+  const long again = g_allocs.load();
+  REQUIRE(plain.post(std::string_view(long_msg)) == status::in_progress);
+  CHECK(g_allocs.load() - again == 0);
+  REQUIRE(wait(plain) == status::success);
+  CHECK(f.b.notifications()["initiator"].size() == 3);
+}
+
 TEST_CASE("requests are plain objects: no vtable anywhere on the hot path") {
   STATIC_REQUIRE_FALSE(std::is_polymorphic_v<nixl::request<memcpy_backend>>);
   STATIC_REQUIRE_FALSE(std::is_polymorphic_v<memcpy_backend>);
@@ -154,9 +205,7 @@ TEST_CASE("requests are plain objects: no vtable anywhere on the hot path") {
 TEST_CASE("moving a request keeps it usable") {
   pair_fixture<> f;
   buffer src(64, 5), dst(64, 0);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  connect(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
   auto moved = std::move(r);
   CHECK_FALSE(r.valid());

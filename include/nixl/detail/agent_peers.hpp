@@ -304,7 +304,7 @@ bool agent<Backends...>::has_any_peer(const peer_state& st) {
 
 template <class... Backends>
 auto agent<Backends...>::find_peer(std::string_view remote, std::string_view call)
-    -> std::shared_ptr<peer_state> {
+    -> const std::shared_ptr<peer_state>& {
   if (remote == name_) return self_shared(call);
   auto it = peers_.find(remote);
   if (it == peers_.end() || !it->second->token.valid.load(std::memory_order_acquire))
@@ -315,7 +315,7 @@ auto agent<Backends...>::find_peer(std::string_view remote, std::string_view cal
 }
 
 template <class... Backends>
-auto agent<Backends...>::self_shared(std::string_view call) -> std::shared_ptr<peer_state> {
+auto agent<Backends...>::self_shared(std::string_view call) -> const std::shared_ptr<peer_state>& {
   auto it = peers_.find(name_);
   if (it == peers_.end())
     raise(status::not_found, "{}: agent '{}' has no loopback-capable backend", call, name_);

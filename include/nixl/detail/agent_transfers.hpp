@@ -33,7 +33,7 @@ auto agent<Backends...>::prepare_list(std::string_view remote, const xfer_dlist&
   p.count_ = list.size();
   std::size_t worst = list.size();
   bool any = false;
-  detail::region_pins pins;
+  std::vector<const detail::region_pin*> pins;
   if (p.local_) {
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();
@@ -59,7 +59,7 @@ auto agent<Backends...>::prepare_list(std::string_view remote, const xfer_dlist&
     });
   }
   if (!any) uncovered_error("prepare_list", list, worst, remote);
-  p.pins_ = detail::pinned(std::move(pins));
+  p.pins_ = detail::pinned(pins);
   return p;
 }
 
@@ -70,18 +70,18 @@ auto agent<Backends...>::make_request(xfer_op op, const prepared& local,
     -> xfer_request {
   check_indices(local, local_idx, remote, remote_idx);
   auto g = lock_.shared();
-  std::optional<xfer_request> out;
+  xfer_request out;  // built in place: a request is large and moves are not free
   for_candidates(local.kind(), remote.kind(), *remote.peer_, opt.backends, [&]<class B>() {
     if (!local.template has<B>() || !remote.template has<B>()) return false;
-    out.emplace(build<B>(op, local, local_idx, remote, remote_idx, opt));
+    build<B>(out.template emplace<B>(), op, local, local_idx, remote, remote_idx, opt);
     return true;
   });
-  if (!out)
+  if (!out.valid())
     raise(status::not_found,
           "make_request: no backend resolved both lists ({} -> {} with '{}'); prepare them with a "
           "backend that moves both kinds",
           local.kind(), remote.kind(), remote.agent_name());
-  return std::move(*out);
+  return out;
 }
 
 template <class... Backends>
@@ -97,7 +97,9 @@ auto agent<Backends...>::make_request(xfer_op op, const typed_prepared<L>& local
   require_usable<B>(*remote.peer_);
   if (!local.template has<B>() || !remote.template has<B>())
     raise(status::not_found, "make_request: the lists were not resolved by backend {}", B::name);
-  return build<B>(op, local, local_idx, remote, remote_idx, opt);
+  request<B> req;
+  build<B>(req, op, local, local_idx, remote, remote_idx, opt);
+  return req;
 }
 
 template <class... Backends>
@@ -106,30 +108,32 @@ auto agent<Backends...>::create_request(xfer_op op, const xfer_dlist& local,
                                         const xfer_options& opt) -> xfer_request {
   detail::check_pairs(local, remote);
   auto g = lock_.shared();
-  auto st = find_peer(remote_agent, "create_request");
-  std::optional<xfer_request> out;
+  const auto& st = find_peer(remote_agent, "create_request");
+  xfer_request out;  // built in place
   std::size_t worst_l = local.size(), worst_r = remote.size();
   for_candidates(local.kind(), remote.kind(), *st, opt.backends, [&]<class B>() {
-    detail::region_pins pins;
-    auto l = detail::bind_all(slot<B>().regions[static_cast<std::size_t>(local.kind())], local,
-                              worst_l, pins);
-    if (!l) return false;
+    detail::scratch_pins pins;
+    detail::scratch_descs<typename B::region> l;
+    if (!detail::bind_into(slot<B>().regions[static_cast<std::size_t>(local.kind())], local,
+                           worst_l, pins, l))
+      return false;
     auto& ps = std::get<peer_slot<B>>(st->slots);
-    auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r,
-                              pins);
-    if (!r) return false;
-    out.emplace(
-        finish<B>(op, std::move(*l), std::move(*r), st, opt, detail::pinned(std::move(pins))));
+    detail::scratch_descs<typename B::remote_region> r;
+    if (!detail::bind_into(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r,
+                           pins, r))
+      return false;
+    finish<B>(out.template emplace<B>(), op, l.span(), r.span(), st, opt,
+              detail::request_pins(pins));
     return true;
   });
-  if (!out) {
+  if (!out.valid()) {
     if (worst_l < local.size()) uncovered_error("create_request", local, worst_l, {});
     if (worst_r < remote.size()) uncovered_error("create_request", remote, worst_r, remote_agent);
     raise(status::not_found,
           "create_request: no created backend moves {} -> {} to '{}'; create one that does",
           local.kind(), remote.kind(), remote_agent);
   }
-  return std::move(*out);
+  return out;
 }
 
 template <class... Backends>
@@ -141,18 +145,22 @@ auto agent<Backends...>::create_request(xfer_op op, const xfer_list<L>& local,
   using B = detail::select_backend_t<L, R, Backends...>;
   detail::check_pairs(local, remote);
   auto g = lock_.shared();
-  auto st = find_peer(remote_agent, "create_request");
+  const auto& st = find_peer(remote_agent, "create_request");
   require_usable<B>(*st);
   std::size_t worst = local.size();
-  detail::region_pins pins;
-  auto l =
-      detail::bind_all(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst, pins);
-  if (!l) uncovered_error("create_request", local, worst, {});
+  detail::scratch_pins pins;
+  detail::scratch_descs<typename B::region> l;
+  if (!detail::bind_into(slot<B>().regions[static_cast<std::size_t>(L::value)], local, worst, pins,
+                         l))
+    uncovered_error("create_request", local, worst, {});
   worst = remote.size();
   auto& ps = std::get<peer_slot<B>>(st->slots);
-  auto r = detail::bind_all(ps.regions[static_cast<std::size_t>(R::value)], remote, worst, pins);
-  if (!r) uncovered_error("create_request", remote, worst, remote_agent);
-  return finish<B>(op, std::move(*l), std::move(*r), st, opt, detail::pinned(std::move(pins)));
+  detail::scratch_descs<typename B::remote_region> r;
+  if (!detail::bind_into(ps.regions[static_cast<std::size_t>(R::value)], remote, worst, pins, r))
+    uncovered_error("create_request", remote, worst, remote_agent);
+  request<B> req;
+  finish<B>(req, op, l.span(), r.span(), st, opt, detail::request_pins(pins));
+  return req;
 }
 
 template <class... Backends>
@@ -266,13 +274,13 @@ void agent<Backends...>::require_usable(const peer_state& st) const {
 
 template <class... Backends>
 template <class B>
-request<B> agent<Backends...>::build(xfer_op op, const prepared& local, std::span<const int> li,
-                                     const prepared& remote, std::span<const int> ri,
-                                     const xfer_options& opt) {
+void agent<Backends...>::build(request<B>& req, xfer_op op, const prepared& local,
+                               std::span<const int> li, const prepared& remote,
+                               std::span<const int> ri, const xfer_options& opt) {
   const auto& lv = *std::get<typename prepared::template local_vec<B>>(local.local_descs_);
   const auto& rv = *std::get<typename prepared::template remote_vec<B>>(remote.remote_descs_);
-  std::vector<bound_desc<typename B::region>> l;
-  std::vector<bound_desc<typename B::remote_region>> r;
+  detail::scratch_descs<typename B::region> l;
+  detail::scratch_descs<typename B::remote_region> r;
   l.reserve(li.size());
   r.reserve(ri.size());
   for (std::size_t i = 0; i < li.size(); ++i) {
@@ -284,20 +292,23 @@ request<B> agent<Backends...>::build(xfer_op op, const prepared& local, std::spa
     l.push_back(a);
     r.push_back(b);
   }
-  return finish<B>(op, std::move(l), std::move(r), remote.peer_, opt, local.pins_, remote.pins_);
+  finish<B>(req, op, l.span(), r.span(), remote.peer_, opt, {local.pins_, remote.pins_});
 }
 
 template <class... Backends>
 template <class B>
-request<B> agent<Backends...>::finish(xfer_op op, std::vector<bound_desc<typename B::region>> l,
-                                      std::vector<bound_desc<typename B::remote_region>> r,
-                                      const std::shared_ptr<peer_state>& st,
-                                      const xfer_options& opt, std::shared_ptr<const void> pins,
-                                      std::shared_ptr<const void> more_pins) {
+void agent<Backends...>::finish(request<B>& req, xfer_op op,
+                                std::span<bound_desc<typename B::region>> l,
+                                std::span<bound_desc<typename B::remote_region>> r,
+                                const std::shared_ptr<peer_state>& st, const xfer_options& opt,
+                                std::pair<detail::region_pin, detail::region_pin> pins) {
   std::size_t total = 0;
   for (const auto& d : l) total += d.len;
-  if (!opt.skip_merge) detail::merge_contiguous(l, r);
-  request<B> req;
+  if (!opt.skip_merge) {
+    const std::size_t n = detail::merge_contiguous(l, r);
+    l = l.first(n);
+    r = r.first(n);
+  }
   auto& ps = std::get<peer_slot<B>>(st->slots);
   const std::span<const bound_desc<typename B::region>> ls(l);
   const std::span<const bound_desc<typename B::remote_region>> rs(r);
@@ -317,14 +328,15 @@ request<B> agent<Backends...>::finish(xfer_op op, std::vector<bound_desc<typenam
   req.telem_.total_bytes = total;
   req.telem_.desc_count = l.size();  // after merging, as NIXL counts
   req.backend_descs_ = l.size();
-  req.pins_ = std::move(pins);
-  req.more_pins_ = std::move(more_pins);
-  req.notif_.reserve(opt.notif_capacity);
+  req.pins_ = std::move(pins.first);
+  req.more_pins_ = std::move(pins.second);
+  // Storage for a notification: reserved only when asked for, so that a request without one
+  // costs no allocation.
+  if (opt.notif_capacity > 0) req.notif_.reserve(opt.notif_capacity);
   if (opt.notif) {
     req.has_notif_ = true;
     req.notif_ = *opt.notif;
   }
-  return req;
 }
 
 }  // namespace nixl

@@ -18,12 +18,6 @@ namespace nixl::detail {
 using region_pin = std::shared_ptr<const void>;
 using region_pins = std::vector<region_pin>;
 
-/// Sorts and deduplicates pins (a list usually points into few regions).
-inline void compact_pins(region_pins& p) {
-  std::sort(p.begin(), p.end(), std::owner_less<>{});
-  p.erase(std::unique(p.begin(), p.end()), p.end());
-}
-
 /// Regions of one (kind, backend) pair, sorted by (dev, addr, len). Region objects live at
 /// stable addresses so that resolved descriptors may point at them.
 template <class Region>

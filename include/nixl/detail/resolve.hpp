@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nixl/concepts.hpp>
@@ -44,36 +48,132 @@ std::size_t first_uncovered(const region_index<Region>& idx, const xfer_dlist& l
   return list.size();
 }
 
-/// Resolves every descriptor, or returns nothing and lowers `worst` to the first miss. Adds the
-/// pins of the regions used to `pins` (consecutive repeats once).
+/// A vector for one call's temporaries (bound descriptors, pins) of trivially copyable `T`: the
+/// first `N` elements inside it, on the caller's stack, more on the heap. So a short list costs
+/// no allocation. Neither copyable nor movable (it may point into itself).
+template <class T, std::size_t N>
+class scratch_vector {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  scratch_vector() noexcept {}  // NOLINT(modernize-use-equals-default): no zeroing of local_
+  scratch_vector(const scratch_vector&) = delete;
+  scratch_vector& operator=(const scratch_vector&) = delete;
+
+  std::size_t size() const noexcept { return size_; }
+  T* data() noexcept { return data_; }
+  T* begin() noexcept { return data_; }
+  T* end() noexcept { return data_ + size_; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  T& back() noexcept { return data_[size_ - 1]; }
+  std::span<T> span() noexcept { return {data_, size_}; }
+
+  void reserve(std::size_t n) {
+    if (n <= capacity_) return;
+    auto bigger = std::make_unique<T[]>(n);
+    std::copy_n(data_, size_, bigger.get());
+    heap_ = std::move(bigger);
+    data_ = heap_.get();
+    capacity_ = n;
+  }
+  void resize(std::size_t n) {
+    reserve(n);
+    for (std::size_t i = size_; i < n; ++i) data_[i] = T{};
+    size_ = n;
+  }
+  void push_back(const T& v) {
+    if (size_ == capacity_) reserve(2 * capacity_);
+    data_[size_++] = v;
+  }
+  T* erase(T* first, T* last) noexcept {
+    std::copy(last, end(), first);
+    size_ -= static_cast<std::size_t>(last - first);
+    return first;
+  }
+
+ private:
+  union {
+    T local_[N];
+  };
+  T* data_ = local_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = N;
+  std::unique_ptr<T[]> heap_;
+};
+
+/// A call's bound descriptors and the pins it collects.
 template <class Region>
-std::optional<std::vector<bound_desc<Region>>> bind_all(const region_index<Region>& idx,
-                                                        const xfer_dlist& list, std::size_t& worst,
-                                                        region_pins& pins) {
+using scratch_descs = scratch_vector<bound_desc<Region>, 8>;
+using scratch_pins = scratch_vector<const region_pin*, 8>;
+
+/// Binds every descriptor of `list` to the region of `idx` that covers it, into `out` (resized
+/// to the list), and adds the address of each region's pin to `pins` (consecutive repeats
+/// once). On a miss returns false, lowers `worst` to the first miss and leaves `pins` as it was.
+template <class Region, class Out, class Pins>
+bool bind_into(const region_index<Region>& idx, const xfer_dlist& list, std::size_t& worst,
+               Pins& pins, Out& out) {
   if (list.empty() || idx.empty()) {
     worst = 0;
-    return std::nullopt;
+    return false;
   }
-  std::vector<bound_desc<Region>> out(list.size());
+  out.resize(list.size());
   const std::size_t first_pin = pins.size();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto* e = idx.find_covering(list[i]);
     if (e == nullptr) {
       worst = std::min(worst, i);
       pins.resize(first_pin);
-      return std::nullopt;
+      return false;
     }
     static_cast<desc&>(out[i]) = list[i];
     out[i].region = e->region.get();
-    if (pins.size() == first_pin || pins.back() != e->pin) pins.push_back(e->pin);
+    if (pins.size() == first_pin || pins.back() != &e->pin) pins.push_back(&e->pin);
   }
+  return true;
+}
+
+/// `bind_into` a vector of its own, or nothing on a miss.
+template <class Region, class Pins>
+std::optional<std::vector<bound_desc<Region>>> bind_all(const region_index<Region>& idx,
+                                                        const xfer_dlist& list, std::size_t& worst,
+                                                        Pins& pins) {
+  std::vector<bound_desc<Region>> out;
+  if (!bind_into(idx, list, worst, pins, out)) return std::nullopt;
   return out;
 }
 
-/// The pins of a request or list, deduplicated, behind one shared pointer.
-inline std::shared_ptr<const region_pins> pinned(region_pins&& p) {
-  compact_pins(p);
-  return std::make_shared<const region_pins>(std::move(p));
+/// Sorts and deduplicates collected pin addresses (a list usually points into few regions).
+template <class Pins>
+void compact_pins(Pins& p) {
+  std::sort(p.begin(), p.end(), std::less<>{});
+  p.erase(std::unique(p.begin(), p.end()), p.end());
+}
+
+/// The pins of a prepared list, deduplicated, behind one shared pointer.
+template <class Pins>
+std::shared_ptr<const region_pins> pinned(Pins& refs) {
+  compact_pins(refs);
+  region_pins all;
+  all.reserve(refs.size());
+  for (const region_pin* r : refs) all.push_back(*r);
+  return std::make_shared<const region_pins>(std::move(all));
+}
+
+/// The pins a request keeps: one or two inline (a request usually points into one local and one
+/// remote region), more behind one shared pointer.
+template <class Pins>
+std::pair<region_pin, region_pin> request_pins(Pins& refs) {
+  switch (refs.size()) {
+    case 0:
+      return {};
+    case 1:
+      return {*refs[0], {}};
+    case 2:
+      return {*refs[0], refs[1] == refs[0] ? region_pin{} : *refs[1]};
+    default:
+      return {pinned(refs), {}};
+  }
 }
 
 /// Checks that two lists pair one to one (same count, same lengths); throws invalid_param.
@@ -90,10 +190,11 @@ inline void check_pairs(const xfer_dlist& l, const xfer_dlist& r) {
             r[i].len);
 }
 
-/// Merges neighbours contiguous on both sides (same regions and devices), in place.
+/// Merges neighbours contiguous on both sides (same regions and devices) in place; returns how
+/// many pairs are left at the front of `l` and `r`.
 template <class L, class R>
-void merge_contiguous(std::vector<L>& l, std::vector<R>& r) {
-  if (l.size() <= 1) return;
+std::size_t merge_contiguous(std::span<L> l, std::span<R> r) noexcept {
+  if (l.size() <= 1) return l.size();
   std::size_t w = 0;
   for (std::size_t i = 1; i < l.size(); ++i) {
     auto& a = l[w];
@@ -108,8 +209,7 @@ void merge_contiguous(std::vector<L>& l, std::vector<R>& r) {
       r[w] = r[i];
     }
   }
-  l.resize(w + 1);
-  r.resize(w + 1);
+  return w + 1;
 }
 
 }  // namespace nixl::detail

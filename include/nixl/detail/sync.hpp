@@ -88,7 +88,15 @@ class agent_lock {
         : lock_(std::exchange(o.lock_, nullptr)), held_(o.held_), slot_(o.slot_) {}
     guard& operator=(guard&&) = delete;
     ~guard() {
-      if (lock_ == nullptr) return;
+      if (lock_ != nullptr) unlock();
+    }
+
+   private:
+    friend class agent_lock;
+    enum class held : unsigned char { exclusive, rw_exclusive, rw_shared };
+    guard(const agent_lock* l, held h, std::size_t slot = 0) noexcept
+        : lock_(l), held_(h), slot_(slot) {}
+    void unlock() noexcept {
       switch (held_) {
         case held::exclusive:
           lock_->m_.unlock();
@@ -101,12 +109,6 @@ class agent_lock {
           break;
       }
     }
-
-   private:
-    friend class agent_lock;
-    enum class held : unsigned char { exclusive, rw_exclusive, rw_shared };
-    guard(const agent_lock* l, held h, std::size_t slot = 0) noexcept
-        : lock_(l), held_(h), slot_(slot) {}
     const agent_lock* lock_ = nullptr;
     held held_ = held::exclusive;
     std::size_t slot_ = 0;
@@ -137,6 +139,12 @@ class agent_lock {
   }
   /// Data path: shared in `rw` (on the calling thread's reader slot), exclusive in `strict`.
   [[nodiscard]] guard shared() const noexcept {
+    if (mode_ == thread_sync::none) return {};  // the common case stays inline
+    return lock_shared();
+  }
+
+ private:
+  guard lock_shared() const noexcept {
     switch (mode_) {
       case thread_sync::none:
         return {};
@@ -152,7 +160,6 @@ class agent_lock {
     return {};
   }
 
- private:
   thread_sync mode_ = thread_sync::none;
   mutable std::mutex m_;
   std::unique_ptr<sharded_rw_mutex> rw_;

@@ -144,7 +144,8 @@ class agent_lock {
   }
 
  private:
-  guard lock_shared() const noexcept {
+  // Out of line: inlined into every post and status it would cost the none mode registers.
+  [[gnu::noinline]] guard lock_shared() const noexcept {
     switch (mode_) {
       case thread_sync::none:
         return {};

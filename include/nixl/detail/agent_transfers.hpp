@@ -33,7 +33,7 @@ auto agent<Backends...>::prepare_list(std::string_view remote, const xfer_dlist&
   p.count_ = list.size();
   std::size_t worst = list.size();
   bool any = false;
-  std::vector<const detail::region_pin*> pins;
+  detail::scratch_pins pins;
   if (p.local_) {
     detail::for_each_type<Backends...>([&]<class B>() {
       auto& s = slot<B>();

@@ -54,6 +54,7 @@ std::size_t first_uncovered(const region_index<Region>& idx, const xfer_dlist& l
 template <class T, std::size_t N>
 class scratch_vector {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
 
  public:
   scratch_vector() noexcept {}  // NOLINT(modernize-use-equals-default): no zeroing of local_
@@ -71,15 +72,17 @@ class scratch_vector {
 
   void reserve(std::size_t n) {
     if (n <= capacity_) return;
-    auto bigger = std::make_unique<T[]>(n);
-    std::copy_n(data_, size_, bigger.get());
+    // Raw storage: every element is written before it is read.
+    auto bigger = std::make_unique_for_overwrite<std::byte[]>(n * sizeof(T));
+    T* p = reinterpret_cast<T*>(bigger.get());
+    std::copy_n(data_, size_, p);
     heap_ = std::move(bigger);
-    data_ = heap_.get();
+    data_ = p;
     capacity_ = n;
   }
-  void resize(std::size_t n) {
+  /// Sets the size; new elements are left for the caller to write before reading them.
+  void resize_for_overwrite(std::size_t n) {
     reserve(n);
-    for (std::size_t i = size_; i < n; ++i) data_[i] = T{};
     size_ = n;
   }
   void push_back(const T& v) {
@@ -99,7 +102,7 @@ class scratch_vector {
   T* data_ = local_;
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
-  std::unique_ptr<T[]> heap_;
+  std::unique_ptr<std::byte[]> heap_;
 };
 
 /// A call's bound descriptors and the pins it collects.
@@ -110,6 +113,7 @@ using scratch_pins = scratch_vector<const region_pin*, 8>;
 /// Binds every descriptor of `list` to the region of `idx` that covers it, into `out` (resized
 /// to the list), and adds the address of each region's pin to `pins` (consecutive repeats
 /// once). On a miss returns false, lowers `worst` to the first miss and leaves `pins` as it was.
+/// `pins` is a `scratch_vector` of pin addresses.
 template <class Region, class Out, class Pins>
 bool bind_into(const region_index<Region>& idx, const xfer_dlist& list, std::size_t& worst,
                Pins& pins, Out& out) {
@@ -117,13 +121,16 @@ bool bind_into(const region_index<Region>& idx, const xfer_dlist& list, std::siz
     worst = 0;
     return false;
   }
-  out.resize(list.size());
+  if constexpr (requires { out.resize_for_overwrite(list.size()); })
+    out.resize_for_overwrite(list.size());  // every element is written below
+  else
+    out.resize(list.size());
   const std::size_t first_pin = pins.size();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto* e = idx.find_covering(list[i]);
     if (e == nullptr) {
       worst = std::min(worst, i);
-      pins.resize(first_pin);
+      pins.resize_for_overwrite(first_pin);
       return false;
     }
     static_cast<desc&>(out[i]) = list[i];

@@ -10,7 +10,10 @@
 //  - large block (--bytes, default 64 MiB), wall-clock GB/s, rounds alternating: memcpy in one
 //    process (nixl-bench's baseline), process_vm_writev in 512 KiB segments (cma), and the
 //    two-process ring of 8 KiB slots (one copy per process, pipelined over two cores), and
-//    process_vm_writev from two threads of the writer, a half each.
+//    process_vm_writev from two threads of the writer, a half each;
+//  - small writes from several threads: process_vm_writev of 8 KiB from 1, 2 and 4 threads of
+//    the writer, each into its own pages of the one child (what threads posting on one agent
+//    with a worker each do through UCX's cma), calls per second of all threads together.
 //
 // Every transfer into the child is checked there (a checksum of the destination after the last
 // round); a mismatch exits 1. Timing prints only: speed belongs to docs/performance.md.
@@ -31,6 +34,7 @@
 #include <ctime>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -222,6 +226,40 @@ int main(int argc, char** argv) {
               floor64, floor4k, wall4k);
   std::printf("  4 KiB through a shared-memory ring and an answer back (both spinning): %.3f us\n",
               ring4k);
+
+  // Small writes from several threads into the one child, each thread into its own pages.
+  {
+    constexpr std::size_t small = 8192;
+    const int max_threads = 4;
+    const std::size_t region = n / max_threads / small * small;
+    double rate[max_threads + 1] = {};
+    for (int k = 0; k < rounds && rc == 0 && region >= small; ++k) {
+      for (int threads : {1, 2, 4}) {
+        std::atomic<bool> ok{true};
+        const double t = wall();
+        std::vector<std::thread> pool;
+        for (int th = 0; th < threads; ++th)
+          pool.emplace_back([&, th] {
+            const std::size_t base = static_cast<std::size_t>(th) * region;
+            for (int i = 0; i < reps; ++i) {
+              const std::size_t off = base + (static_cast<std::size_t>(i) * small) % region;
+              if (!pvw(pid, src + off, dst + off, small)) {
+                ok = false;
+                return;
+              }
+            }
+          });
+        for (auto& th : pool) th.join();
+        if (!ok) rc = 1;
+        rate[threads] =
+            std::max(rate[threads], static_cast<double>(reps) * threads / (wall() - t) / 1e6);
+      }
+    }
+    std::printf(
+        "  process_vm_writev of 8 KiB from 1 / 2 / 4 threads into one process: %.2f / "
+        "%.2f / %.2f M calls/s (%.2fx / %.2fx of one thread)\n",
+        rate[1], rate[2], rate[4], rate[2] / rate[1], rate[4] / rate[1]);
+  }
 
   // Large block, alternating.
   for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);

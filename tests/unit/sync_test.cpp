@@ -3,9 +3,11 @@
 // while requests live, a peer removed under posting threads).
 #include <nixl/agent.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -133,4 +135,40 @@ TEST_CASE("rw agent: control calls run while threads post, with the safety of th
   CHECK(src.bytes == dst.bytes);
   // Every request is released: the memory can go.
   CHECK(code_of([&] { a.deregister_memory(src.reg()); }) == status::success);
+}
+
+TEST_CASE("thread_index: threads alive at once hold different indices, exited ones are reused") {
+  using nixl::detail::thread_index;
+  const std::uint32_t main_index = thread_index();
+  CHECK(thread_index() == main_index);  // stable within a thread
+
+  // Four threads alive at once: four different indices, none the main thread's.
+  auto live_set = [&] {
+    std::vector<std::uint32_t> got(4);
+    std::atomic<int> arrived{0};
+    std::vector<std::thread> ts;
+    for (std::size_t t = 0; t < got.size(); ++t)
+      ts.emplace_back([&, t] {
+        got[t] = thread_index();
+        arrived.fetch_add(1);
+        while (arrived.load() < static_cast<int>(got.size())) std::this_thread::yield();
+      });
+    for (auto& t : ts) t.join();
+    std::sort(got.begin(), got.end());
+    return got;
+  };
+  const auto first = live_set();
+  CHECK(std::adjacent_find(first.begin(), first.end()) == first.end());
+  CHECK(std::find(first.begin(), first.end(), main_index) == first.end());
+
+  // Once they have exited, a new set of four reuses the same indices: a program that starts new
+  // threads for each phase keeps them on distinct workers (index % workers), phase after phase.
+  for (int round = 0; round < 3; ++round) CHECK(live_set() == first);
+
+  // One thread after another: each gets the lowest free index, the same every time.
+  std::uint32_t a = 0, b = 0;
+  std::thread([&] { a = thread_index(); }).join();
+  std::thread([&] { b = thread_index(); }).join();
+  CHECK(a == b);
+  CHECK(a != main_index);
 }

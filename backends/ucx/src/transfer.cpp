@@ -10,12 +10,6 @@
 namespace nixl::ucx {
 namespace detail {
 
-std::uint32_t engine::thread_index() noexcept {
-  static std::atomic<std::uint32_t> next{0};
-  thread_local const std::uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine;
-}
-
 op_slot* engine::acquire_slot() {
   std::lock_guard lk(slots_mu_);
   if (!free_slots_.empty()) {

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <nixl/concepts.hpp>
+#include <nixl/detail/thread_index.hpp>
 
 namespace nixl::detail {
 
@@ -31,11 +32,7 @@ class sharded_rw_mutex {
   static constexpr std::size_t slot_count = 32;
 
   /// The slot of the calling thread.
-  static std::size_t this_thread_slot() noexcept {
-    static std::atomic<std::size_t> next{0};
-    thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
-    return mine % slot_count;
-  }
+  static std::size_t this_thread_slot() noexcept { return thread_index() % slot_count; }
 
   /// Enters as a reader in slot `s` (`this_thread_slot()`); pass the same `s` to unlock_shared.
   void lock_shared(std::size_t s) noexcept {

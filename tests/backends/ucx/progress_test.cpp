@@ -5,6 +5,7 @@
 
 #include <nixl/backends/ucx.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
@@ -98,22 +99,30 @@ TEST_CASE("ucx num_threads: one worker per posting thread") {
   auto rr = a.be.load_local(a.reg);
   std::vector<nixl::bound_desc<backend::region>> lo{bd(a.buf.addr(), 64, a.reg)};
   std::vector<nixl::bound_desc<backend::remote_region>> re{bd(a.buf.addr() + 4096, 64, rr)};
-  // each thread's requests stay on its worker; three threads get three workers
-  std::vector<std::uint32_t> first(3), second(3);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 3; ++t)
-    ts.emplace_back([&, t] {
-      backend::request r1, r2;
-      a.be.prepare(r1, xfer_op::write, lo, re, self);
-      a.be.prepare(r2, xfer_op::write, lo, re, self);
-      first[t] = r1.worker();
-      second[t] = r2.worker();
-      a.be.release(r1);
-      a.be.release(r2);
-    });
-  for (auto& t : ts) t.join();
-  CHECK(first == second);
-  CHECK(std::set<std::uint32_t>(first.begin(), first.end()).size() == 3);
+  // each thread's requests stay on its worker; three threads alive at once get three workers,
+  // and so do the next three (threads started anew for each phase of a program)
+  for (int phase = 0; phase < 3; ++phase) {
+    std::vector<std::uint32_t> first(3), second(3);
+    std::atomic<int> arrived{0}, done{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; ++t)
+      ts.emplace_back([&, t] {
+        arrived.fetch_add(1);
+        while (arrived.load() < 3) std::this_thread::yield();
+        backend::request r1, r2;
+        a.be.prepare(r1, xfer_op::write, lo, re, self);
+        a.be.prepare(r2, xfer_op::write, lo, re, self);
+        first[t] = r1.worker();
+        second[t] = r2.worker();
+        a.be.release(r1);
+        a.be.release(r2);
+        done.fetch_add(1);
+        while (done.load() < 3) std::this_thread::yield();  // all alive until all have prepared
+      });
+    for (auto& t : ts) t.join();
+    CHECK(first == second);
+    CHECK(std::set<std::uint32_t>(first.begin(), first.end()).size() == 3);
+  }
   CHECK(code_of([] {
           backend::config::from_params({{"num_threads", "x"}});
         }) == status::invalid_param);

@@ -24,6 +24,7 @@
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/host_identity.hpp>
+#include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -144,15 +145,13 @@ class engine {
   void defer(std::vector<rkey_handle>& rkeys) noexcept;
   /// Memory handles and rkeys kept by `defer` until UCX is done with them.
   std::size_t kept_handles() noexcept;
-  /// The worker of a new request: the calling thread's own with `num_threads`, else the next
-  /// one round-robin.
+  /// The worker of a new request: the calling thread's own with `num_threads` (threads alive at
+  /// once get different workers while there are enough), else the next one round-robin.
   std::uint32_t next_worker() noexcept {
     const auto n = static_cast<std::uint32_t>(workers_.size());
-    if (cfg_.num_threads > 0) return thread_index() % n;
+    if (cfg_.num_threads > 0) return nixl::detail::thread_index() % n;
     return rr_.fetch_add(1, std::memory_order_relaxed) % n;
   }
-  /// A small number per thread of the process, given in order of first use.
-  static std::uint32_t thread_index() noexcept;
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
   void progress_all() noexcept;

@@ -201,6 +201,21 @@ BENCHMARK(make_request)->Arg(1)->Arg(256)->Arg(65536)->Arg(1 << 20)->Unit(benchm
 
 // Post and status
 
+/// post() then status() until the request is done; the final status.
+template <class Request>
+nixl::status run_to_completion(Request& q) {
+  auto st = q.post();
+  while (st == nixl::status::in_progress) st = q.status();
+  return st;
+}
+
+/// The timed loop of the post_status benchmarks: one request, reposted.
+template <class Request>
+void repost_loop(benchmark::State& s, Request& q) {
+  for (auto _ : s) benchmark::DoNotOptimize(run_to_completion(q));
+  s.SetItemsProcessed(s.iterations());
+}
+
 /// post() then status() until done; polls = how often the backend says in_progress first.
 void post_status(benchmark::State& s) {
   const int polls = static_cast<int>(s.range(0));
@@ -208,12 +223,7 @@ void post_status(benchmark::State& s) {
   const auto& [l, r] = lists(1);
   auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
                             static_cast<const nixl::xfer_dlist&>(r), a.name(), opts());
-  for (auto _ : s) {
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
-    benchmark::DoNotOptimize(st);
-  }
-  s.SetItemsProcessed(s.iterations());
+  repost_loop(s, q);
 }
 BENCHMARK(post_status)->Arg(0)->Arg(1)->ArgName("polls");
 
@@ -222,12 +232,7 @@ void post_status_typed(benchmark::State& s) {
   auto& a = the_agent(polls);
   const auto& [l, r] = lists(1);
   auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
-  for (auto _ : s) {
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
-    benchmark::DoNotOptimize(st);
-  }
-  s.SetItemsProcessed(s.iterations());
+  repost_loop(s, q);
 }
 BENCHMARK(post_status_typed)->Arg(0)->Arg(1)->ArgName("polls");
 
@@ -278,8 +283,7 @@ void lifecycle(benchmark::State& s) {
   for (auto _ : s) {
     auto q = a.create_request(nixl::xfer_op::write, static_cast<const nixl::xfer_dlist&>(l),
                               static_cast<const nixl::xfer_dlist&>(r), a.name(), o);
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(run_to_completion(q));
     benchmark::DoNotOptimize(q.release());
   }
   allocs(s, start);
@@ -293,8 +297,7 @@ void lifecycle_typed(benchmark::State& s) {
   const auto start = t_allocs;
   for (auto _ : s) {
     auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(run_to_completion(q));
     benchmark::DoNotOptimize(q.release());
   }
   allocs(s, start);
@@ -328,12 +331,7 @@ void post_status_threads(benchmark::State& s) {
   auto& a = rw_agent();
   const auto [l, r] = thread_lists(s);
   auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
-  for (auto _ : s) {
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
-    benchmark::DoNotOptimize(st);
-  }
-  s.SetItemsProcessed(s.iterations());
+  repost_loop(s, q);
 }
 BENCHMARK(post_status_threads)->ThreadRange(1, 4)->UseRealTime();
 
@@ -346,12 +344,7 @@ void post_status_threads_apart(benchmark::State& s) {
       nixl::reg_list<nixl::dram_t>{{{local_base, span, 0}, ""}, {{remote_base, span, 0}, ""}});
   const auto [l, r] = thread_lists(s);
   auto q = own.create_request(nixl::xfer_op::write, l, r, own.name());
-  for (auto _ : s) {
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
-    benchmark::DoNotOptimize(st);
-  }
-  s.SetItemsProcessed(s.iterations());
+  repost_loop(s, q);
 }
 BENCHMARK(post_status_threads_apart)->ThreadRange(1, 4)->UseRealTime();
 
@@ -362,8 +355,7 @@ void lifecycle_threads(benchmark::State& s) {
   const auto start = t_allocs;
   for (auto _ : s) {
     auto q = a.create_request(nixl::xfer_op::write, l, r, a.name());
-    auto st = q.post();
-    while (st == nixl::status::in_progress) st = q.status();
+    benchmark::DoNotOptimize(run_to_completion(q));
     benchmark::DoNotOptimize(q.release());
   }
   s.SetItemsProcessed(s.iterations());

@@ -142,20 +142,12 @@ class agent_lock {
 
  private:
   // Out of line: inlined into every post and status it would cost the none mode registers.
+  // `none` and `strict` lock as the control path does; only `rw` has a shared mode.
   [[gnu::noinline]] guard lock_shared() const noexcept {
-    switch (mode_) {
-      case thread_sync::none:
-        return {};
-      case thread_sync::strict:
-        m_.lock();
-        return {this, guard::held::exclusive};
-      case thread_sync::rw: {
-        const auto s = sharded_rw_mutex::this_thread_slot();
-        rw_->lock_shared(s);
-        return {this, guard::held::rw_shared, s};
-      }
-    }
-    return {};
+    if (mode_ != thread_sync::rw) return exclusive();
+    const auto s = sharded_rw_mutex::this_thread_slot();
+    rw_->lock_shared(s);
+    return {this, guard::held::rw_shared, s};
   }
 
   thread_sync mode_ = thread_sync::none;

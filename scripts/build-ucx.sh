@@ -12,7 +12,10 @@ version=1.22.0
 prefix=${NIXL_UCX_PREFIX:-/opt/nixl/ucx-$version}
 cuda=${NIXL_UCX_CUDA:-${CUDA_HOME:-/usr/local/cuda}}
 [[ -x $cuda/bin/nvcc ]] || cuda=""
-want="version=$version cuda=${cuda:-none}"
+# RDMA transports (ib, ib_mlx5, efa, rdmacm) are built when rdma-core's headers are installed.
+rdma=none
+[[ -f /usr/include/infiniband/verbs.h && -f /usr/include/rdma/rdma_cma.h ]] && rdma=verbs
+want="version=$version cuda=${cuda:-none} rdma=$rdma"
 
 stamp=$prefix/.nixl-build
 if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $prefix/bin/ucx_info ]] &&

@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev clang-format
   libfmt-dev catch2 libbenchmark-dev libcli11-dev
-  libucx-dev ucx-utils liburing-dev libaio-dev
+  libucx-dev ucx-utils liburing-dev libaio-dev libibverbs-dev librdmacm-dev
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
   libssl-dev iproute2 util-linux curl

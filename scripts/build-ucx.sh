@@ -44,6 +44,14 @@ srcdir=$work/ucx-$version
 # UCX's default release configuration (assertions on, so that misuse aborts loudly in tests),
 # thread-safe workers; RDMA providers are built when their headers are present.
 cfg=(--prefix="$prefix" --enable-mt --without-java --without-go --disable-doxygen-doc)
+# RDMA: with rdma-core's headers, ask for the verbs, mlx5, EFA and rdmacm modules outright, so that
+# configure fails loudly instead of leaving one out. GDA-KI (GPU-initiated mlx5, needs DOCA
+# GPUNetIO headers that no Debian package has) stays off.
+if [[ $rdma == verbs ]]; then
+  cfg+=(--with-verbs --with-mlx5 --with-efa --with-rdmacm --without-gda)
+else
+  cfg+=(--without-verbs --without-rdmacm)
+fi
 env=()
 if [[ -n $cuda ]]; then
   # nvml.h: from the toolkit when it has one, else the vendored copy. libnvidia-ml: the driver's

@@ -79,6 +79,14 @@ else
   cfg+=(--without-cuda)
 fi
 
+# The release tarball lacks the DOCA GPUNetIO headers of GDA-KI (an empty gpunetio/ folder), yet
+# UCX's device header includes gdaki.cuh whenever that file and mlx5dv.h exist, which breaks the
+# CUDA perf kernel. With GDA-KI off, those two device headers go, as if mlx5 had no GDA.
+gda=$srcdir/src/uct/ib/mlx5/gdaki
+if [[ $rdma == verbs && -n $cuda && ! -e $gda/gpunetio/device/doca_gpunetio_dev_verbs_qp.cuh ]]; then
+  rm -f "$gda/gdaki.cuh" "$gda/d2p.cuh"
+fi
+
 mkdir -p "$srcdir/build"
 cd "$srcdir/build"
 env "${env[@]}" ../configure "${cfg[@]}" >"$work/configure.log" 2>&1 ||

@@ -97,7 +97,10 @@ struct node {
     return "OK " + std::string(nixl::to_string(s)) + " " + std::to_string(us);
   }
 
-  void loop(nixl::xfer_op op, std::string peer, std::uintptr_t raddr, std::size_t size) {
+  // pause: 0 spins on status (LOOP); otherwise the thread sleeps that long between polls and
+  // between transfers (PROBE), leaving the CPU to the progress thread and to other hosts.
+  void loop(nixl::xfer_op op, std::string peer, std::uintptr_t raddr, std::size_t size,
+            std::chrono::microseconds pause = 0us) {
     std::size_t count = 0;
     loop_count = 0;
     nixl::status s = nixl::status::success;
@@ -105,9 +108,13 @@ struct node {
       auto r = a->create_request(op, descs(addr(), size, 1), descs(raddr, size, 1), peer);
       while (!stop_loop.load()) {
         s = r.post();
-        while (s == nixl::status::in_progress) s = r.status();
+        while (s == nixl::status::in_progress) {
+          if (pause > 0us) std::this_thread::sleep_for(pause);
+          s = r.status();
+        }
         if (s != nixl::status::success) break;
         loop_count = ++count;
+        if (pause > 0us) std::this_thread::sleep_for(pause);
       }
       loop_result = "OK " + std::string(nixl::to_string(s)) + " " + std::to_string(now_ns()) + " " +
                     std::to_string(count);
@@ -116,6 +123,138 @@ struct node {
                     std::to_string(count);
     }
     loop_done.store(true);
+  }
+
+  // MESH / MESHCHECK: every host of up to mesh_hosts writes to and reads from every other at
+  // once. The buffer holds three rows of mesh_hosts slots: row 0, slot j: what this host sends
+  // to host j; row 1, slot i: what host i wrote here; row 2, slot j: what this host read back
+  // from its slot on host j. The bytes of a slot depend on (source, destination).
+  static constexpr std::size_t mesh_hosts = 8;
+
+  struct mesh_peer {
+    std::size_t idx = 0;
+    std::string name;
+    std::uintptr_t raddr = 0;
+  };
+
+  static std::uint64_t mesh_seed(std::size_t src, std::size_t dst) {
+    return 1000 + src * mesh_hosts + dst;
+  }
+
+  std::string mesh_verify(std::size_t off, std::size_t len, std::uint64_t seed) {
+    for (std::size_t k = 0; k < len; ++k)
+      if (buf[off + k] != pattern(seed, k)) return "mismatch at byte " + std::to_string(k);
+    return {};
+  }
+
+  // Parses "<self> <slot> <count>" and the peers "<idx>:<name>[:<address>]".
+  std::string mesh_args(std::istringstream& in, bool with_addr, std::size_t& self,
+                        std::size_t& slot, std::size_t& n, std::vector<mesh_peer>& peers) {
+    if (!(in >> self >> slot >> n)) return "ERR usage";
+    if (self >= mesh_hosts) return "ERR host index out of range";
+    if (n == 0 || slot == 0 || slot % n != 0) return "ERR slot must be a multiple of count";
+    if (slot > buf.size() / (3 * mesh_hosts)) return "ERR buffer smaller than 3 rows of slots";
+    std::string w;
+    while (in >> w) {
+      mesh_peer p;
+      const auto c1 = w.find(':');
+      const auto c2 =
+          with_addr ? w.find(':', c1 == std::string::npos ? c1 : c1 + 1) : std::string::npos;
+      if (c1 == std::string::npos || (with_addr && c2 == std::string::npos))
+        return "ERR bad peer '" + w + "'";
+      p.idx = std::stoull(w.substr(0, c1));
+      p.name = w.substr(c1 + 1, with_addr ? c2 - c1 - 1 : std::string::npos);
+      if (with_addr) p.raddr = static_cast<std::uintptr_t>(std::stoull(w.substr(c2 + 1)));
+      if (p.idx >= mesh_hosts || p.idx == self) return "ERR bad peer index in '" + w + "'";
+      peers.push_back(std::move(p));
+    }
+    return peers.empty() ? "ERR no peers" : "";
+  }
+
+  // Posts every request, then polls them all until each has ended (bounded); "" when all
+  // succeeded.
+  static std::string mesh_wait(std::vector<agent_t::xfer_request>& rs,
+                               const std::vector<mesh_peer>& peers, const char* what) {
+    std::vector<nixl::status> st;
+    st.reserve(rs.size());
+    for (auto& r : rs) st.push_back(r.post());
+    const auto end = clock_t_::now() + 60s;
+    for (;;) {
+      bool busy = false;
+      for (std::size_t k = 0; k < rs.size(); ++k) {
+        if (st[k] == nixl::status::in_progress) st[k] = rs[k].status();
+        busy = busy || st[k] == nixl::status::in_progress;
+      }
+      if (!busy) break;
+      if (clock_t_::now() > end) return std::string(what) + " timed out";
+      std::this_thread::sleep_for(100us);
+    }
+    for (std::size_t k = 0; k < rs.size(); ++k)
+      if (st[k] != nixl::status::success)
+        return std::string(what) + " " + peers[k].name + ": " + std::string(nixl::to_string(st[k]));
+    return {};
+  }
+
+  std::string mesh(std::istringstream& in) {
+    std::size_t self = 0, slot = 0, n = 0;
+    std::vector<mesh_peer> peers;
+    if (auto e = mesh_args(in, true, self, slot, n, peers); !e.empty()) return e;
+    const std::size_t d = slot / n, row = mesh_hosts * slot;
+    for (const auto& p : peers) {
+      const auto seed = mesh_seed(self, p.idx);
+      for (std::size_t k = 0; k < slot; ++k) buf[p.idx * slot + k] = pattern(seed, k);
+      std::fill_n(buf.begin() + static_cast<std::ptrdiff_t>(2 * row + p.idx * slot), slot, 0);
+    }
+    const auto t0 = clock_t_::now();
+    std::vector<agent_t::xfer_request> rs;
+    for (const auto& p : peers) {
+      nixl::xfer_options o;
+      o.notif = "mesh-" + std::to_string(self) + "-" + std::to_string(p.idx);
+      rs.push_back(a->create_request(nixl::xfer_op::write, descs(addr() + p.idx * slot, d, n),
+                                     descs(p.raddr + row + self * slot, d, n), p.name, o));
+    }
+    if (auto e = mesh_wait(rs, peers, "WRITE to"); !e.empty()) return "ERR " + e;
+    const auto t1 = clock_t_::now();
+    rs.clear();
+    for (const auto& p : peers)
+      rs.push_back(a->create_request(nixl::xfer_op::read,
+                                     descs(addr() + 2 * row + p.idx * slot, d, n),
+                                     descs(p.raddr + row + self * slot, d, n), p.name));
+    if (auto e = mesh_wait(rs, peers, "READ from"); !e.empty()) return "ERR " + e;
+    const auto t2 = clock_t_::now();
+    for (const auto& p : peers)
+      if (auto e = mesh_verify(2 * row + p.idx * slot, slot, mesh_seed(self, p.idx)); !e.empty())
+        return "ERR read back from " + p.name + ": " + e;
+    auto us = [](auto dt) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(dt).count());
+    };
+    return "OK " + us(t1 - t0) + " " + us(t2 - t1);
+  }
+
+  std::string mesh_check(std::istringstream& in) {
+    std::size_t self = 0, slot = 0, n = 0;
+    int ms = 0;
+    if (!(in >> ms)) return "ERR usage";
+    std::vector<mesh_peer> peers;
+    if (auto e = mesh_args(in, false, self, slot, n, peers); !e.empty()) return e;
+    const auto end = clock_t_::now() + std::chrono::milliseconds(ms);
+    for (const auto& p : peers) {
+      const auto msg = "mesh-" + std::to_string(p.idx) + "-" + std::to_string(self);
+      for (;;) {
+        a->notifications(notifs);
+        auto& got = notifs[p.name];
+        if (auto it = std::find(got.begin(), got.end(), msg); it != got.end()) {
+          got.erase(it);
+          break;
+        }
+        if (clock_t_::now() > end) return "ERR no notification " + msg + " from " + p.name;
+        std::this_thread::sleep_for(1ms);
+      }
+      const auto off = mesh_hosts * slot + p.idx * slot;
+      if (auto e = mesh_verify(off, slot, mesh_seed(p.idx, self)); !e.empty())
+        return "ERR data from " + p.name + ": " + e;
+    }
+    return "OK";
   }
 
   std::string handle(std::istringstream& in, const std::string& c) {
@@ -197,6 +336,24 @@ struct node {
       });
       return "OK";
     }
+    if (c == "PROBE") {  // LOOP with a pause between polls and between transfers
+      std::string op, peer;
+      std::uintptr_t raddr;
+      std::size_t size;
+      long pause_us = 1000;
+      in >> op >> peer >> raddr >> size >> pause_us;
+      if (pause_us <= 0 || pause_us > 1'000'000) return "ERR pause out of range";
+      if (loop_thread.joinable()) loop_thread.join();
+      loop_done = false;
+      stop_loop = false;
+      loop_thread = std::thread([this, op, peer, raddr, size, pause_us] {
+        loop(op == "READ" ? nixl::xfer_op::read : nixl::xfer_op::write, peer, raddr, size,
+             std::chrono::microseconds(pause_us));
+      });
+      return "OK";
+    }
+    if (c == "MESH") return mesh(in);
+    if (c == "MESHCHECK") return mesh_check(in);
     if (c == "MKREQ") {  // a request kept for later posts
       std::string id, op, peer;
       std::uintptr_t raddr;

@@ -238,11 +238,17 @@ class agent {
   // Registration
   template <class B>
   void register_with(const reg_dlist& list);
-  /// Throws `not_allowed` when a selected backend's region for an entry (or its loopback view)
-  /// is still used by a prepared list or a request.
-  void refuse_if_in_use(const reg_dlist& list, const backend_options& opt);
   template <class B>
   void remove_region(mem_kind k, const desc& d) noexcept;
+  /// Deregistration: removes the region (and its loopback view) from the indices; when a
+  /// prepared list or a request still points into it, marks it retired and keeps the backend's
+  /// registration in `backend_slot::retired` until the last of them is gone.
+  template <class B>
+  void retire_region(mem_kind k, const desc& d) noexcept;
+  /// Deregisters, with the backend, the retired regions nothing points into any more (`all`:
+  /// every one, at teardown).
+  template <class B>
+  void sweep_retired(bool all) noexcept;
 
   // Peers
   std::string load_locked(const agent_metadata& md);

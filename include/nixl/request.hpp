@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <nixl/concepts.hpp>
+#include <nixl/detail/region_pin.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/log.hpp>
 #include <nixl/telemetry.hpp>
@@ -56,7 +57,8 @@ class request {
 
   /// Starts (or restarts) the transfer with the notification given at creation or last post.
   /// Returns `success` when done inline, `in_progress`, or an error: `repost_active` while the
-  /// previous post is still running, `not_found` when the peer was invalidated or reloaded.
+  /// previous post is still running, `not_found` when the peer was invalidated or reloaded or
+  /// when memory it points into was deregistered.
   nixl::status post() noexcept {
     if (engine_ == nullptr) return nixl::status::invalid_param;
     auto g = lock_->shared();
@@ -65,6 +67,15 @@ class request {
       if (status_ == nixl::status::in_progress) return nixl::status::repost_active;
     }
     if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (const auto e = detail::retire_epoch().load(std::memory_order_acquire); e != checked_epoch_)
+        [[unlikely]] {
+      if ((pins_ && pins_->stale()) || (more_pins_ && more_pins_->stale())) {
+        log::error("request to '{}': memory it points into was deregistered; make a new request",
+                   peer_->name);
+        return status_ = nixl::status::not_found;
+      }
+      checked_epoch_ = e;
+    }
     if (telemetry_on_) telem_.start = std::chrono::steady_clock::now();
     status_ = engine_->post(state_, has_notif_ ? notif_arg{notif_} : notif_arg{});
     after(true);
@@ -135,7 +146,7 @@ class request {
   xfer_op op() const noexcept { return op_; }
   /// Name of the backend that moves this request.
   static constexpr std::string_view backend_name() noexcept { return B::name; }
-  /// Descriptors handed to the backend (after merging); telemetry's `desc_count` is the same.
+  /// Descriptors handed to the backend (after merging).
   std::size_t descriptor_count() const noexcept { return backend_descs_; }
   std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
   /// The backend that moves this request, and its per-request state.
@@ -165,6 +176,7 @@ class request {
     peer_ = std::move(o.peer_);
     pins_ = std::move(o.pins_);
     more_pins_ = std::move(o.more_pins_);
+    checked_epoch_ = o.checked_epoch_;
     std::destroy_at(&state_);
     std::construct_at(&state_, std::move(o.state_));
     status_ = std::exchange(o.status_, nixl::status::not_posted);
@@ -179,10 +191,11 @@ class request {
   B* engine_ = nullptr;
   const detail::agent_lock* lock_ = nullptr;
   std::shared_ptr<detail::peer_token> peer_;
-  /// Keep the registrations this request points into from being deregistered (see
+  /// Keep the backend registrations this request points into alive (see
   /// agent::deregister_memory); released with the request.
-  std::shared_ptr<const void> pins_;
-  std::shared_ptr<const void> more_pins_;
+  detail::region_pin pins_;
+  detail::region_pin more_pins_;
+  std::uint64_t checked_epoch_ = 0;  ///< retire_epoch() when the pins were last found fresh
   typename B::request state_{};
   nixl::status status_ = nixl::status::not_posted;
   xfer_op op_ = xfer_op::write;

@@ -26,7 +26,7 @@ from nixl import _bindings as nixlBind
 from nixl import telemetry as _telemetry
 from nixl.logging import get_logger
 
-logger = get_logger(__name__)
+logger = get_logger("_api")  # "nixl.api", as in NIXL
 
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 nixl_backend_handle = int
@@ -388,8 +388,9 @@ class nixl_agent:
         return reg_descs
 
     def deregister_memory(self, dereg_list, backends: list[str] = []) -> None:  # noqa: B006
-        """Deregisters what register_memory returned. Memory that a prepared list or a live
-        transfer still uses is refused with nixlNotAllowedError: release those first."""
+        """Deregisters what register_memory returned, as NIXL does even while prepared lists or
+        transfer handles point into it; those fail their next use with nixlNotFoundError (an
+        in-flight transfer completes first: the backend keeps the registration until then)."""
         descs = self.get_reg_descs(dereg_list)
         if descs is None:
             raise TypeError("deregister_memory: pass the nixlRegDList register_memory returned")

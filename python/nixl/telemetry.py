@@ -142,7 +142,7 @@ def writer_for(agent_name: str, capture_telemetry: bool) -> Optional[Writer]:
     if capacity <= 0 or capacity & (capacity - 1):
         from nixl.logging import get_logger
 
-        get_logger(__name__).warning(
+        get_logger("telemetry").warning(
             "NIXL_TELEMETRY_BUFFER_SIZE=%r is not a power of two; using %d", raw, DEFAULT_CAPACITY)
         capacity = DEFAULT_CAPACITY
     patterns = [p.strip() for p in os.environ.get("NIXL_TELEMETRY_ENABLED_METRICS", "").split(",")]

@@ -32,6 +32,7 @@ agent<Backends...>::~agent() {
   detail::for_each_type<Backends...>([&]<class B>() {
     auto& s = slot<B>();
     if (!s.engine) return;
+    sweep_retired<B>(true);
     for (auto& idx : s.regions)
       for (auto& e : idx.take_all()) s.engine->deregister_region(*e.region);
   });

@@ -9,6 +9,7 @@ pkgs=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
   libssl-dev iproute2 util-linux curl
   python3-setuptools python3-wheel python3-pip
+  libcpp-httplib-dev
   fio iperf3 gnuplot-nox procps
 )
 missing=()

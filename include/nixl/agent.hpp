@@ -38,6 +38,7 @@
 #include <nixl/prepared.hpp>
 #include <nixl/request.hpp>
 #include <nixl/status.hpp>
+#include <nixl/telemetry_export.hpp>
 #include <nixl/xfer_request.hpp>
 
 namespace nixl {
@@ -79,6 +80,12 @@ class agent {
   const std::string& name() const noexcept { return name_; }
   const agent_config& config() const noexcept { return cfg_; }
   bool telemetry_enabled() const noexcept { return telemetry_; }
+  /// True when the agent's events go somewhere (NIXL's ring or a named exporter).
+  bool telemetry_exporting() const noexcept { return tsink_ != nullptr; }
+  /// Adds an event of a layer above (e.g. an error it raised) to the agent's telemetry.
+  void record_telemetry(telemetry_event e, std::uint64_t value) noexcept {
+    if (tsink_) tsink_->event(e, value);
+  }
   thread_sync sync_mode() const noexcept { return lock_.mode(); }
 
   /// For layers that call the agent from threads of their own (the metadata exchange's
@@ -292,6 +299,7 @@ class agent {
   agent_config cfg_;
   detail::agent_lock lock_;
   bool telemetry_ = false;
+  std::shared_ptr<detail::telemetry_sink> tsink_;  ///< events, when exported
   std::uint64_t generation_ = 0;
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;

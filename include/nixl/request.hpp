@@ -14,6 +14,7 @@
 #include <nixl/detail/sync.hpp>
 #include <nixl/log.hpp>
 #include <nixl/telemetry.hpp>
+#include <nixl/telemetry_export.hpp>
 
 namespace nixl {
 
@@ -64,15 +65,16 @@ class request {
     auto g = lock_->shared();
     if (status_ == nixl::status::in_progress) {
       status_ = engine_->check(state_);
-      if (status_ == nixl::status::in_progress) return nixl::status::repost_active;
+      if (status_ == nixl::status::in_progress) return count(nixl::status::repost_active);
     }
-    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (!peer_->valid.load(std::memory_order_acquire))
+      return count(status_ = nixl::status::not_found);
     if (const auto e = detail::retire_epoch().load(std::memory_order_acquire); e != checked_epoch_)
         [[unlikely]] {
       if ((pins_ && pins_->stale()) || (more_pins_ && more_pins_->stale())) {
         log::error("request to '{}': memory it points into was deregistered; make a new request",
                    peer_->name);
-        return status_ = nixl::status::not_found;
+        return count(status_ = nixl::status::not_found);
       }
       checked_epoch_ = e;
     }
@@ -103,7 +105,8 @@ class request {
   nixl::status status() noexcept {
     if (status_ != nixl::status::in_progress) return status_;
     auto g = lock_->shared();
-    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (!peer_->valid.load(std::memory_order_acquire))
+      return count(status_ = nixl::status::not_found);
     status_ = engine_->check(state_);
     after(false);
     return status_;
@@ -168,6 +171,19 @@ class request {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - telem_.start);
     if (posted) telem_.post_duration = us;
     if (status_ == nixl::status::success) telem_.xfer_duration = us;
+    if (tsink_ == nullptr) return;
+    if (status_ == nixl::status::success)
+      tsink_->completion(op_ == xfer_op::write, telem_.total_bytes,
+                         static_cast<std::uint64_t>(telem_.xfer_duration.count()),
+                         static_cast<std::uint64_t>(telem_.post_duration.count()));
+    else if (static_cast<int>(status_) < 0)
+      tsink_->error(status_);
+  }
+
+  /// Counts an error status returned without reaching the backend (as after() does).
+  nixl::status count(nixl::status s) noexcept {
+    if (tsink_ != nullptr) tsink_->error(s);
+    return s;
   }
 
   void steal(request& o) noexcept {
@@ -184,6 +200,7 @@ class request {
     has_notif_ = o.has_notif_;
     notif_ = std::move(o.notif_);
     telemetry_on_ = o.telemetry_on_;
+    tsink_ = o.tsink_;
     telem_ = o.telem_;
     backend_descs_ = o.backend_descs_;
   }
@@ -201,6 +218,7 @@ class request {
   xfer_op op_ = xfer_op::write;
   bool has_notif_ = false;
   bool telemetry_on_ = false;
+  detail::telemetry_sink* tsink_ = nullptr;  ///< the agent's, when its events are exported
   std::string notif_;
   xfer_telemetry telem_{};
   std::size_t backend_descs_ = 0;

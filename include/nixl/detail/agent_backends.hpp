@@ -24,6 +24,7 @@ agent<Backends...>::agent(std::string name, agent_config cfg)
   if (name_.empty())
     raise(status::invalid_param, "agent: the name is empty; give every agent a unique name");
   telemetry_ = detail::telemetry_enabled(cfg_.capture_telemetry);
+  if (telemetry_) tsink_ = detail::make_telemetry_sink(name_);
 }
 
 template <class... Backends>

@@ -16,6 +16,14 @@
 
 namespace nixl {
 
+namespace detail {
+inline std::uint64_t total_length(const reg_dlist& list) noexcept {
+  std::uint64_t n = 0;
+  for (const auto& d : list) n += d.len;
+  return n;
+}
+}  // namespace detail
+
 template <class... Backends>
 void agent<Backends...>::register_memory(const reg_dlist& list, const backend_options& opt) {
   auto g = lock_.exclusive();
@@ -48,6 +56,7 @@ void agent<Backends...>::register_memory(const reg_dlist& list, const backend_op
     raise(status::not_found, "register_memory: no created backend of agent '{}' takes {} memory{}",
           name_, k, opt.backends.empty() ? "" : " among the backends named");
   if (!any) throw *last;
+  if (tsink_) tsink_->event(telemetry_event::memory_registered, detail::total_length(list));
 }
 
 template <class... Backends>
@@ -77,6 +86,7 @@ void agent<Backends...>::deregister_memory(const reg_dlist& list, const backend_
           "deregister_memory: entry {} of the {} list is not a registered range of agent '{}'; "
           "pass the same (addr, len, dev) that was registered",
           missing.value_or(0), k, name_);
+  if (tsink_) tsink_->event(telemetry_event::memory_deregistered, detail::total_length(list));
 }
 
 template <class... Backends>

@@ -333,6 +333,7 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
   req.peer_ = std::shared_ptr<detail::peer_token>(st, &st->token);
   req.op_ = op;
   req.telemetry_on_ = telemetry_;
+  req.tsink_ = tsink_.get();
   req.telem_.total_bytes = total;
   req.telem_.desc_count = l.size();  // after merging (prepared lists); create_request resets it
   req.backend_descs_ = l.size();

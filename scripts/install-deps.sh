@@ -8,6 +8,8 @@ pkgs=(
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
   libssl-dev iproute2 util-linux curl
+  python3-setuptools python3-wheel python3-pip
+  libcpp-httplib-dev
   fio iperf3 gnuplot-nox procps
 )
 missing=()

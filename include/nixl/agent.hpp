@@ -38,6 +38,7 @@
 #include <nixl/prepared.hpp>
 #include <nixl/request.hpp>
 #include <nixl/status.hpp>
+#include <nixl/telemetry_export.hpp>
 #include <nixl/xfer_request.hpp>
 
 namespace nixl {
@@ -79,6 +80,12 @@ class agent {
   const std::string& name() const noexcept { return name_; }
   const agent_config& config() const noexcept { return cfg_; }
   bool telemetry_enabled() const noexcept { return telemetry_; }
+  /// True when the agent's events go somewhere (NIXL's ring or a named exporter).
+  bool telemetry_exporting() const noexcept { return tsink_ != nullptr; }
+  /// Adds an event of a layer above (e.g. an error it raised) to the agent's telemetry.
+  void record_telemetry(telemetry_event e, std::uint64_t value) noexcept {
+    if (tsink_) tsink_->event(e, value);
+  }
   thread_sync sync_mode() const noexcept { return lock_.mode(); }
 
   /// For layers that call the agent from threads of their own (the metadata exchange's
@@ -238,11 +245,17 @@ class agent {
   // Registration
   template <class B>
   void register_with(const reg_dlist& list);
-  /// Throws `not_allowed` when a selected backend's region for an entry (or its loopback view)
-  /// is still used by a prepared list or a request.
-  void refuse_if_in_use(const reg_dlist& list, const backend_options& opt);
   template <class B>
   void remove_region(mem_kind k, const desc& d) noexcept;
+  /// Deregistration: removes the region (and its loopback view) from the indices; when a
+  /// prepared list or a request still points into it, marks it retired and keeps the backend's
+  /// registration in `backend_slot::retired` until the last of them is gone.
+  template <class B>
+  void retire_region(mem_kind k, const desc& d) noexcept;
+  /// Deregisters, with the backend, the retired regions nothing points into any more (`all`:
+  /// every one, at teardown).
+  template <class B>
+  void sweep_retired(bool all) noexcept;
 
   // Peers
   std::string load_locked(const agent_metadata& md);
@@ -286,6 +299,7 @@ class agent {
   agent_config cfg_;
   detail::agent_lock lock_;
   bool telemetry_ = false;
+  std::shared_ptr<detail::telemetry_sink> tsink_;  ///< events, when exported
   std::uint64_t generation_ = 0;
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;

@@ -1,7 +1,9 @@
 #pragma once
 /// Minimal levelled logging to stderr. The level comes from `NIXL_LOG_LEVEL`
-/// (error, warn, info, debug, trace; default warn).
+/// (error, warn, info, debug, trace; default warn). A program may route the messages elsewhere
+/// with `set_sink` (the Python module sends them to its `nixl` logger).
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -12,7 +14,14 @@ namespace nixl::log {
 
 enum class level : int { error = 0, warn = 1, info = 2, debug = 3, trace = 4 };
 
+/// Receives every message that passes the level, instead of stderr. Must not throw.
+using sink_fn = void (*)(level, std::string_view) noexcept;
+
 namespace detail {
+inline std::atomic<sink_fn>& sink() noexcept {
+  static std::atomic<sink_fn> s{nullptr};
+  return s;
+}
 inline level parse_level(const char* s) noexcept {
   if (s == nullptr) return level::warn;
   std::string_view v{s};
@@ -28,6 +37,10 @@ inline level& current() noexcept {
   return l;
 }
 inline void emit(level l, std::string_view msg) noexcept {
+  if (sink_fn s = sink().load(std::memory_order_acquire)) {
+    s(l, msg);
+    return;
+  }
   static constexpr const char* tags[] = {"E", "W", "I", "D", "T"};
   std::fprintf(stderr, "[nixl %s] %.*s\n", tags[static_cast<int>(l)], static_cast<int>(msg.size()),
                msg.data());
@@ -37,6 +50,10 @@ inline void emit(level l, std::string_view msg) noexcept {
 /// Sets the level for the whole process.
 inline void set_level(level l) noexcept {
   detail::current() = l;
+}
+/// Sends the messages to `s` from now on; nullptr: back to stderr.
+inline void set_sink(sink_fn s) noexcept {
+  detail::sink().store(s, std::memory_order_release);
 }
 /// True when messages of level `l` are printed.
 inline bool enabled(level l) noexcept {

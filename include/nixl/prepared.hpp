@@ -60,9 +60,10 @@ class prepared {
   mem_kind kind_ = mem_kind::dram;
   std::size_t count_ = 0;
   std::shared_ptr<detail::peer_state<Backends...>> peer_;
-  /// The regions the list points into stay registered while it (or a request made from it)
-  /// lives: deregister_memory refuses them.
-  std::shared_ptr<const detail::region_pins> pins_;
+  /// The regions the list points into stay registered with the backend while it (or a request
+  /// made from it) lives, even when deregister_memory removed them; make_request then refuses
+  /// the list.
+  detail::region_pin pins_;
   std::tuple<local_vec<Backends>...> local_descs_;
   std::tuple<remote_vec<Backends>...> remote_descs_;
 };

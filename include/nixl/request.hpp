@@ -10,9 +10,11 @@
 #include <utility>
 
 #include <nixl/concepts.hpp>
+#include <nixl/detail/region_pin.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/log.hpp>
 #include <nixl/telemetry.hpp>
+#include <nixl/telemetry_export.hpp>
 
 namespace nixl {
 
@@ -56,15 +58,26 @@ class request {
 
   /// Starts (or restarts) the transfer with the notification given at creation or last post.
   /// Returns `success` when done inline, `in_progress`, or an error: `repost_active` while the
-  /// previous post is still running, `not_found` when the peer was invalidated or reloaded.
+  /// previous post is still running, `not_found` when the peer was invalidated or reloaded or
+  /// when memory it points into was deregistered.
   nixl::status post() noexcept {
     if (engine_ == nullptr) return nixl::status::invalid_param;
     auto g = lock_->shared();
     if (status_ == nixl::status::in_progress) {
       status_ = engine_->check(state_);
-      if (status_ == nixl::status::in_progress) return nixl::status::repost_active;
+      if (status_ == nixl::status::in_progress) return count(nixl::status::repost_active);
     }
-    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (!peer_->valid.load(std::memory_order_acquire))
+      return count(status_ = nixl::status::not_found);
+    if (const auto e = detail::retire_epoch().load(std::memory_order_acquire); e != checked_epoch_)
+        [[unlikely]] {
+      if ((pins_ && pins_->stale()) || (more_pins_ && more_pins_->stale())) {
+        log::error("request to '{}': memory it points into was deregistered; make a new request",
+                   peer_->name);
+        return count(status_ = nixl::status::not_found);
+      }
+      checked_epoch_ = e;
+    }
     if (telemetry_on_) telem_.start = std::chrono::steady_clock::now();
     status_ = engine_->post(state_, has_notif_ ? notif_arg{notif_} : notif_arg{});
     after(true);
@@ -92,7 +105,8 @@ class request {
   nixl::status status() noexcept {
     if (status_ != nixl::status::in_progress) return status_;
     auto g = lock_->shared();
-    if (!peer_->valid.load(std::memory_order_acquire)) return status_ = nixl::status::not_found;
+    if (!peer_->valid.load(std::memory_order_acquire))
+      return count(status_ = nixl::status::not_found);
     status_ = engine_->check(state_);
     after(false);
     return status_;
@@ -135,7 +149,7 @@ class request {
   xfer_op op() const noexcept { return op_; }
   /// Name of the backend that moves this request.
   static constexpr std::string_view backend_name() noexcept { return B::name; }
-  /// Descriptors handed to the backend (after merging); telemetry's `desc_count` is the same.
+  /// Descriptors handed to the backend (after merging).
   std::size_t descriptor_count() const noexcept { return backend_descs_; }
   std::size_t total_bytes() const noexcept { return telem_.total_bytes; }
   /// The backend that moves this request, and its per-request state.
@@ -157,6 +171,19 @@ class request {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - telem_.start);
     if (posted) telem_.post_duration = us;
     if (status_ == nixl::status::success) telem_.xfer_duration = us;
+    if (tsink_ == nullptr) return;
+    if (status_ == nixl::status::success)
+      tsink_->completion(op_ == xfer_op::write, telem_.total_bytes,
+                         static_cast<std::uint64_t>(telem_.xfer_duration.count()),
+                         static_cast<std::uint64_t>(telem_.post_duration.count()));
+    else if (static_cast<int>(status_) < 0)
+      tsink_->error(status_);
+  }
+
+  /// Counts an error status returned without reaching the backend (as after() does).
+  nixl::status count(nixl::status s) noexcept {
+    if (tsink_ != nullptr) tsink_->error(s);
+    return s;
   }
 
   void steal(request& o) noexcept {
@@ -165,6 +192,7 @@ class request {
     peer_ = std::move(o.peer_);
     pins_ = std::move(o.pins_);
     more_pins_ = std::move(o.more_pins_);
+    checked_epoch_ = o.checked_epoch_;
     std::destroy_at(&state_);
     std::construct_at(&state_, std::move(o.state_));
     status_ = std::exchange(o.status_, nixl::status::not_posted);
@@ -172,6 +200,7 @@ class request {
     has_notif_ = o.has_notif_;
     notif_ = std::move(o.notif_);
     telemetry_on_ = o.telemetry_on_;
+    tsink_ = o.tsink_;
     telem_ = o.telem_;
     backend_descs_ = o.backend_descs_;
   }
@@ -179,15 +208,17 @@ class request {
   B* engine_ = nullptr;
   const detail::agent_lock* lock_ = nullptr;
   std::shared_ptr<detail::peer_token> peer_;
-  /// Keep the registrations this request points into from being deregistered (see
+  /// Keep the backend registrations this request points into alive (see
   /// agent::deregister_memory); released with the request.
-  std::shared_ptr<const void> pins_;
-  std::shared_ptr<const void> more_pins_;
+  detail::region_pin pins_;
+  detail::region_pin more_pins_;
+  std::uint64_t checked_epoch_ = 0;  ///< retire_epoch() when the pins were last found fresh
   typename B::request state_{};
   nixl::status status_ = nixl::status::not_posted;
   xfer_op op_ = xfer_op::write;
   bool has_notif_ = false;
   bool telemetry_on_ = false;
+  detail::telemetry_sink* tsink_ = nullptr;  ///< the agent's, when its events are exported
   std::string notif_;
   xfer_telemetry telem_{};
   std::size_t backend_descs_ = 0;

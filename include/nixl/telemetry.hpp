@@ -15,7 +15,8 @@ struct xfer_telemetry {
   std::chrono::microseconds post_duration{0};  ///< start -> post returned
   std::chrono::microseconds xfer_duration{0};  ///< start -> completion observed
   std::size_t total_bytes = 0;                 ///< sum of descriptor lengths
-  std::size_t desc_count = 0;                  ///< descriptors after merging (as NIXL)
+  std::size_t desc_count =
+      0;  ///< as NIXL: the caller's count (create_request), merged (make_request)
 };
 
 namespace detail {

@@ -26,7 +26,7 @@ from nixl import _bindings as nixlBind
 from nixl import telemetry as _telemetry
 from nixl.logging import get_logger
 
-logger = get_logger(__name__)
+logger = get_logger("_api")  # "nixl.api", as in NIXL
 
 DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 nixl_backend_handle = int
@@ -191,18 +191,14 @@ _ERROR_EVENTS = {
 }
 _COUNTED = (
     "create_backend", "register_memory", "deregister_memory", "query_memory", "make_connection",
-    "prep_xfer_dlist", "make_prepped_xfer", "initialize_xfer", "transfer", "check_xfer_state",
+    "prep_xfer_dlist", "make_prepped_xfer", "initialize_xfer",
     "get_xfer_telemetry", "estimate_xfer_cost", "release_xfer_handle", "release_dlist_handle",
     "get_new_notifs", "update_notifs", "check_remote_xfer_done", "send_notif",
     "get_agent_metadata", "get_partial_agent_metadata", "add_remote_agent", "remove_remote_agent",
     "send_local_metadata", "send_partial_agent_metadata", "fetch_remote_metadata",
     "invalidate_local_metadata",
 )
-_EV = _telemetry.EVENT_ID
-
-
-def _total_len(descs) -> int:
-    return sum(descs[i][1] for i in range(descs.descCount()))
+# transfer and check_xfer_state: the library counts the errors of posts and polls itself.
 
 
 def _as_str(name: Union[str, bytes]) -> str:
@@ -260,8 +256,10 @@ class nixl_agent:
 
         # Looked up on the module at construction time, so that tests can substitute it.
         self.agent = nixlBind.nixlAgent(agent_name, _binding_config(nixl_conf))
-        self._telemetry = _telemetry.writer_for(agent_name, nixl_conf.capture_telemetry)
-        if self._telemetry is not None:
+        # Events (NIXL's ring under NIXL_TELEMETRY_DIR, or NIXL_TELEMETRY_EXPORTER) are written
+        # by the library; errors raised here are added to them.
+        self._telemetry = bool(getattr(self.agent, "_telemetryExport", lambda: False)())
+        if self._telemetry:
             self._count_errors()
 
         self.name = agent_name
@@ -307,9 +305,6 @@ class nixl_agent:
         logger.info("Initialized NIXL agent: %s", agent_name)
 
     def __del__(self):
-        tel = getattr(self, "_telemetry", None)
-        if tel is not None:
-            tel.close()
         agent = getattr(self, "agent", None)
         if agent is None:
             return
@@ -383,19 +378,16 @@ class nixl_agent:
         if reg_descs is None:
             raise TypeError("register_memory: could not make registration descriptors (see log)")
         self.agent.registerMem(reg_descs, self._handles(backends))
-        if self._telemetry is not None:
-            self._telemetry.push(_EV["agent_memory_registered"], _total_len(reg_descs))
         return reg_descs
 
     def deregister_memory(self, dereg_list, backends: list[str] = []) -> None:  # noqa: B006
-        """Deregisters what register_memory returned. Memory that a prepared list or a live
-        transfer still uses is refused with nixlNotAllowedError: release those first."""
+        """Deregisters what register_memory returned, as NIXL does even while prepared lists or
+        transfer handles point into it; those fail their next use with nixlNotFoundError (an
+        in-flight transfer completes first: the backend keeps the registration until then)."""
         descs = self.get_reg_descs(dereg_list)
         if descs is None:
             raise TypeError("deregister_memory: pass the nixlRegDList register_memory returned")
         self.agent.deregisterMem(descs, self._handles(backends))
-        if self._telemetry is not None:
-            self._telemetry.push(_EV["agent_memory_deregistered"], _total_len(descs))
 
     def query_memory(self, reg_list, backend: str, mem_type: Optional[str] = None):
         reg_descs = self.get_reg_descs(reg_list, mem_type)
@@ -476,38 +468,18 @@ class nixl_agent:
     def transfer(self, handle, notif_msg: bytes = b"") -> str:
         # Negative statuses raise in the binding; 0 is NIXL_SUCCESS, 1 NIXL_IN_PROG.
         status = self.agent._post(handle, notif_msg)
-        if self._telemetry is not None:
-            if status == 0:
-                self._record_completion(handle)
-            elif status == 1 and isinstance(handle, nixl_xfer_handle):
-                handle._posted = True
         return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
     def check_xfer_state(self, handle) -> str:
         status = self.agent._status(handle)
-        if self._telemetry is not None and status == 0 and getattr(handle, "_posted", False):
-            handle._posted = False
-            self._record_completion(handle)
         return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
 
     # ---- telemetry ------------------------------------------------------------------------
 
-    def _record_completion(self, handle) -> None:
-        try:
-            t = self.agent.getXferTelemetry(int(handle))
-        except RuntimeError:
-            return
-        tel = self._telemetry
-        rx = getattr(handle, "_op", "WRITE") == "READ"
-        tel.push(_EV["agent_rx_bytes" if rx else "agent_tx_bytes"], t.totalBytes)
-        tel.push(_EV["agent_rx_requests_num" if rx else "agent_tx_requests_num"], 1)
-        tel.push(_EV["agent_xfer_time"], t.xferDuration)
-        tel.push(_EV["agent_xfer_post_time"], t.postDuration)
-
     def _count_errors(self) -> None:
         """Wraps the public methods of this agent so that the nixl errors they raise are
         written as agent_err_* events (once, by the outermost call)."""
-        tel = self._telemetry
+        push = self.agent._telemetryEvent
         depth = threading.local()
         me = weakref.ref(self)  # no cycle through the instance: the agent still dies on `del`
 
@@ -520,7 +492,7 @@ class nixl_agent:
                 except RuntimeError as e:
                     ev = _ERROR_EVENTS.get(type(e))
                     if ev is not None and depth.n == 1:
-                        tel.push(ev, 1)
+                        push(ev, 1)
                     raise
                 finally:
                     depth.n -= 1

@@ -182,6 +182,17 @@ void bind_agent(py::class_<py_agent>& c) {
           },
           py::arg("mem_view"))
       .def("getName", [](py_agent& a) { return a.get().name(); })
+      // Telemetry events: whether the agent exports them, and one added by nixl._api.
+      .def("_telemetryExport", [](py_agent& a) { return a.get().telemetry_exporting(); })
+      .def(
+          "_telemetryEvent",
+          [](py_agent& a, std::uint32_t id, std::uint64_t value) {
+            if (id >= telemetry_event_count)
+              throw nixl::error(status::invalid_param,
+                                fmt::format("_telemetryEvent: no event id {}", id));
+            a.get().record_telemetry(static_cast<telemetry_event>(id), value);
+          },
+          py::arg("event"), py::arg("value"))
       .def("progress", [](py_agent& a) {
         py::gil_scoped_release rel;
         a.get().progress();

@@ -31,6 +31,11 @@ void bind_enums(py::module_& m) {
     for (auto n : agent_t::available_backends()) bl.append(py::str(std::string(n)));
     m.attr("_BUILT_BACKENDS") = bl;
   }
+#if defined(NIXL_HAS_PROMETHEUS)
+  m.attr("_BUILT_EXPORTERS") = py::make_tuple("prometheus");
+#else
+  m.attr("_BUILT_EXPORTERS") = py::tuple();
+#endif
 
   py::enum_<nixl::thread_sync>(m, "nixl_thread_sync_t")
       .value("NIXL_THREAD_SYNC_NONE", nixl::thread_sync::none)

@@ -58,3 +58,16 @@ def unique_name():
         return f"{base}-{os.getpid()}-{_counter[0]}"
 
     return make
+
+
+@pytest.fixture
+def caplog(caplog):
+    """pytest's caplog, also attached to the `nixl` logger (which, as NIXL's, does not propagate)."""
+    import logging
+
+    log = logging.getLogger("nixl")
+    log.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        log.removeHandler(caplog.handler)

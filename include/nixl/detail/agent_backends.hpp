@@ -24,6 +24,7 @@ agent<Backends...>::agent(std::string name, agent_config cfg)
   if (name_.empty())
     raise(status::invalid_param, "agent: the name is empty; give every agent a unique name");
   telemetry_ = detail::telemetry_enabled(cfg_.capture_telemetry);
+  if (telemetry_) tsink_ = detail::make_telemetry_sink(name_);
 }
 
 template <class... Backends>
@@ -32,6 +33,7 @@ agent<Backends...>::~agent() {
   detail::for_each_type<Backends...>([&]<class B>() {
     auto& s = slot<B>();
     if (!s.engine) return;
+    sweep_retired<B>(true);
     for (auto& idx : s.regions)
       for (auto& e : idx.take_all()) s.engine->deregister_region(*e.region);
   });

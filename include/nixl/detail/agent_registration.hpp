@@ -1,9 +1,11 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about memory registration: register, deregister
-/// (refused while a prepared list or a request pins a region), query, and the loopback view of
-/// each local region.
+/// Members of `nixl::agent` (agent.hpp) about memory registration: register, deregister (a
+/// region a prepared list or a request still points into stays registered with its backend
+/// until they are gone, and they fail their next use), query, and the loopback view of each
+/// local region.
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -14,9 +16,20 @@
 
 namespace nixl {
 
+namespace detail {
+inline std::uint64_t total_length(const reg_dlist& list) noexcept {
+  std::uint64_t n = 0;
+  for (const auto& d : list) n += d.len;
+  return n;
+}
+}  // namespace detail
+
 template <class... Backends>
 void agent<Backends...>::register_memory(const reg_dlist& list, const backend_options& opt) {
   auto g = lock_.exclusive();
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if (slot<B>().engine) sweep_retired<B>(false);
+  });
   const mem_kind k = list.kind();
   for (std::size_t i = 0; i < list.size(); ++i)
     if (list[i].len == 0 && !unbounded_allowed(k))
@@ -43,13 +56,13 @@ void agent<Backends...>::register_memory(const reg_dlist& list, const backend_op
     raise(status::not_found, "register_memory: no created backend of agent '{}' takes {} memory{}",
           name_, k, opt.backends.empty() ? "" : " among the backends named");
   if (!any) throw *last;
+  if (tsink_) tsink_->event(telemetry_event::memory_registered, detail::total_length(list));
 }
 
 template <class... Backends>
 void agent<Backends...>::deregister_memory(const reg_dlist& list, const backend_options& opt) {
   auto g = lock_.exclusive();
   const mem_kind k = list.kind();
-  refuse_if_in_use(list, opt);
   bool any = false;
   std::optional<std::size_t> missing;
   detail::for_each_type<Backends...>([&]<class B>() {
@@ -62,14 +75,18 @@ void agent<Backends...>::deregister_memory(const reg_dlist& list, const backend_
         missing = i;
         return;
       }
-    for (const auto& d : list) remove_region<B>(k, d);
+    for (const auto& d : list) retire_region<B>(k, d);
     any = true;
+  });
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if (slot<B>().engine) sweep_retired<B>(false);
   });
   if (missing || !any)
     raise(status::not_found,
           "deregister_memory: entry {} of the {} list is not a registered range of agent '{}'; "
           "pass the same (addr, len, dev) that was registered",
           missing.value_or(0), k, name_);
+  if (tsink_) tsink_->event(telemetry_event::memory_deregistered, detail::total_length(list));
 }
 
 template <class... Backends>
@@ -138,26 +155,45 @@ void agent<Backends...>::register_with(const reg_dlist& list) {
 }
 
 template <class... Backends>
-void agent<Backends...>::refuse_if_in_use(const reg_dlist& list, const backend_options& opt) {
-  const auto k = static_cast<std::size_t>(list.kind());
-  detail::for_each_type<Backends...>([&]<class B>() {
-    auto& s = slot<B>();
-    if (!s.engine || !detail::selected<B>(opt.backends)) return;
-    const detail::region_index<typename B::remote_region>* self = nullptr;
-    if constexpr (loopback_backend<B>) {
-      if (auto it = peers_.find(name_); it != peers_.end())
-        self = &std::get<peer_slot<B>>(it->second->slots).regions[k];
+template <class B>
+void agent<Backends...>::retire_region(mem_kind k, const desc& d) noexcept {
+  auto& s = slot<B>();
+  const auto ki = static_cast<std::size_t>(k);
+  detail::region_pin pin, view_pin;
+  std::unique_ptr<typename B::remote_region> view;
+  if constexpr (loopback_backend<B>) {
+    if (auto it = peers_.find(name_); it != peers_.end())
+      view = std::get<peer_slot<B>>(it->second->slots).regions[ki].erase(d, view_pin);
+  }
+  auto r = s.regions[ki].erase(d, pin);
+  const bool held = pin.use_count() > 1 || view_pin.use_count() > 1;
+  if (held) {
+    try {
+      s.retired.push_back({pin, view_pin, std::move(r), std::move(view)});
+      if (pin) pin->retired.store(true, std::memory_order_release);
+      if (view_pin) view_pin->retired.store(true, std::memory_order_release);
+      detail::retire_epoch().fetch_add(1, std::memory_order_acq_rel);
+      return;
+    } catch (...) {
+      // No room to keep it: the holders' next post fails, the registration goes now.
+      if (pin) pin->retired.store(true, std::memory_order_release);
+      if (view_pin) view_pin->retired.store(true, std::memory_order_release);
+      detail::retire_epoch().fetch_add(1, std::memory_order_acq_rel);
     }
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const auto* e = s.regions[k].find_exact(list[i]);
-      const auto* v = self != nullptr ? self->find_exact(list[i]) : nullptr;
-      if ((e != nullptr && e->in_use()) || (v != nullptr && v->in_use()))
-        raise(status::not_allowed,
-              "deregister_memory: entry {} (addr {:#x}, len {}, dev {}) of agent '{}' is still "
-              "used by a prepared list or a transfer request ({}); release them first "
-              "(release_dlist_handle / release_xfer_handle), then deregister",
-              i, list[i].addr, list[i].len, list[i].dev, name_, B::name);
-    }
+  }
+  if (view) s.engine->unload_region(*view);
+  if (r) s.engine->deregister_region(*r);
+}
+
+template <class... Backends>
+template <class B>
+void agent<Backends...>::sweep_retired(bool all) noexcept {
+  auto& s = slot<B>();
+  std::erase_if(s.retired, [&](detail::retired_region<B>& x) {
+    if (!all && (!x.pin.expired() || !x.view_pin.expired())) return false;
+    if (x.view) s.engine->unload_region(*x.view);
+    if (x.region) s.engine->deregister_region(*x.region);
+    return true;
   });
 }
 

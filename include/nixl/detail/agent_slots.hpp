@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <nixl/concepts.hpp>
 #include <nixl/detail/region_index.hpp>
@@ -30,6 +31,15 @@ index_array<R> make_indices() {
   (std::make_index_sequence<mem_kind_count>{});
 }
 
+/// A region deregistered while a prepared list or a request pointed into it: the backend keeps
+/// it (and its loopback view) until the tokens have no holder left.
+template <class B>
+struct retired_region {
+  std::weak_ptr<const pin_node> pin, view_pin;
+  std::unique_ptr<typename B::region> region;
+  std::unique_ptr<typename B::remote_region> view;
+};
+
 /// A created backend, the parameters it was made with and the agent's registrations on it.
 template <class B>
 struct backend_slot {
@@ -37,6 +47,7 @@ struct backend_slot {
   params user_params;
   std::string conn_info;
   index_array<typename B::region> regions = make_indices<typename B::region>();
+  std::vector<retired_region<B>> retired;
 };
 
 /// A peer as one backend knows it: the peer object and the peer's regions.

@@ -122,8 +122,9 @@ auto agent<Backends...>::create_request(xfer_op op, const xfer_dlist& local,
     if (!detail::bind_into(ps.regions[static_cast<std::size_t>(remote.kind())], remote, worst_r,
                            pins, r))
       return false;
-    finish<B>(out.template emplace<B>(), op, l.span(), r.span(), st, opt,
-              detail::request_pins(pins));
+    auto& req = out.template emplace<B>();
+    finish<B>(req, op, l.span(), r.span(), st, opt, detail::request_pins(pins));
+    req.telem_.desc_count = local.size();  // NIXL reports the caller's count for one-shot requests
     return true;
   });
   if (!out.valid()) {
@@ -160,6 +161,7 @@ auto agent<Backends...>::create_request(xfer_op op, const xfer_list<L>& local,
     uncovered_error("create_request", remote, worst, remote_agent);
   request<B> req;
   finish<B>(req, op, l.span(), r.span(), st, opt, detail::request_pins(pins));
+  req.telem_.desc_count = local.size();  // NIXL reports the caller's count for one-shot requests
   return req;
 }
 
@@ -223,6 +225,12 @@ void agent<Backends...>::check_indices(const prepared& l, std::span<const int> l
             "make_request: remote index {} (position {}) is out of range 0..{}", ri[i], i,
             r.size());
   }
+  for (const auto* p : {&l, &r})
+    if (p->pins_ && p->pins_->stale())
+      raise(status::not_found,
+            "make_request: the {} list points into memory deregistered after it was prepared; "
+            "prepare it again",
+            p == &l ? "local" : "remote");
   if (!r.peer_->token.valid.load(std::memory_order_acquire))
     raise(status::not_found,
           "make_request: agent '{}' was invalidated after the list was prepared; prepare it again",
@@ -325,8 +333,9 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
   req.peer_ = std::shared_ptr<detail::peer_token>(st, &st->token);
   req.op_ = op;
   req.telemetry_on_ = telemetry_;
+  req.tsink_ = tsink_.get();
   req.telem_.total_bytes = total;
-  req.telem_.desc_count = l.size();  // after merging, as NIXL counts
+  req.telem_.desc_count = l.size();  // after merging (prepared lists); create_request resets it
   req.backend_descs_ = l.size();
   req.pins_ = std::move(pins.first);
   req.more_pins_ = std::move(pins.second);

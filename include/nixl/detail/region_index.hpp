@@ -9,14 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include <nixl/detail/region_pin.hpp>
 #include <nixl/memory.hpp>
 
 namespace nixl::detail {
 
-/// What prepared lists and requests hold of the regions they point into: one token per region.
-/// A region whose token has other owners than its index is in use.
-using region_pin = std::shared_ptr<const void>;
-using region_pins = std::vector<region_pin>;
+// region_pin (region_pin.hpp): a region whose token has other owners than its index is in use.
 
 /// Regions of one (kind, backend) pair, sorted by (dev, addr, len). Region objects live at
 /// stable addresses so that resolved descriptors may point at them.
@@ -29,7 +27,7 @@ class region_index {
     std::string pub;   ///< public data (what peers get for a local region, what a peer sent for a
                        ///< remote one)
     std::unique_ptr<Region> region;
-    region_pin pin = std::make_shared<char>();  ///< copied by the lists and requests using it
+    region_pin pin = std::make_shared<pin_node>();  ///< copied by the lists and requests using it
 
     /// True while a prepared list or a request points into this region.
     bool in_use() const noexcept { return pin.use_count() > 1; }
@@ -66,6 +64,19 @@ class region_index {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), n,
                                [](const entry& e, const desc& a) { return e.range < a; });
     return it != entries_.end() && it->range == n ? &*it : nullptr;
+  }
+
+  /// Removes the region equal to `d` and hands it back with its token, or returns null.
+  std::unique_ptr<Region> erase(const desc& d, region_pin& pin) {
+    desc n = normalise(d);
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), n,
+                               [](const entry& e, const desc& a) { return e.range < a; });
+    if (it == entries_.end() || !(it->range == n)) return nullptr;
+    pin = std::move(it->pin);
+    auto r = std::move(it->region);
+    entries_.erase(it);
+    rebuild_reach();
+    return r;
   }
 
   /// Removes the region equal to `d` and hands it back, or returns null.

@@ -157,14 +157,14 @@ void compact_pins(Pins& p) {
   p.erase(std::unique(p.begin(), p.end()), p.end());
 }
 
-/// The pins of a prepared list, deduplicated, behind one shared pointer.
+/// The pins of a prepared list, deduplicated, behind one token.
 template <class Pins>
-std::shared_ptr<const region_pins> pinned(Pins& refs) {
+region_pin pinned(Pins& refs) {
   compact_pins(refs);
   region_pins all;
   all.reserve(refs.size());
   for (const region_pin* r : refs) all.push_back(*r);
-  return std::make_shared<const region_pins>(std::move(all));
+  return std::make_shared<const pin_node>(std::move(all));
 }
 
 /// The pins a request keeps: one or two inline (a request usually points into one local and one

@@ -33,6 +33,9 @@
 #if defined(NIXL_HAS_METADATA)
 #include <nixl/metadata/exchange.hpp>
 #endif
+#if defined(NIXL_HAS_PROMETHEUS)
+#include <nixl/telemetry/prometheus.hpp>
+#endif
 
 namespace nixl {
 

@@ -1,0 +1,132 @@
+"""The Prometheus exporter (NIXL_TELEMETRY_EXPORTER=prometheus): NIXL's series on /metrics,
+scraped with curl on 127.0.0.1 while a process moves data."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nixl import _bindings as nb
+
+pytestmark = [
+    pytest.mark.skipif("prometheus" not in getattr(nb, "_BUILT_EXPORTERS", ()),
+                       reason="built without the Prometheus exporter (libcpp-httplib-dev)"),
+    pytest.mark.skipif("UCX" not in nb._BUILT_BACKENDS, reason="needs UCX"),
+    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
+]
+
+# Runs transfers until told to stop (stdin closed); prints READY once the agents exist.
+WORKER = r"""
+import sys, numpy as np
+from nixl._api import nixl_agent, nixl_agent_config
+from nixl import _bindings as nb
+a = nixl_agent("prom-a", nixl_agent_config(capture_telemetry=True))
+b = nixl_agent("prom-b", nixl_agent_config(capture_telemetry=True))
+n = 1 << 16
+src = np.arange(n, dtype=np.uint8); dst = np.zeros(n, dtype=np.uint8)
+ra = a.register_memory([(src.ctypes.data, n, 0, "")], "DRAM")
+rb = b.register_memory([(dst.ctypes.data, n, 0, "")], "DRAM")
+a.add_remote_agent(b.get_agent_metadata())
+try:
+    a.remove_remote_agent("nobody")
+except nb.nixlNotFoundError:
+    pass
+print("READY", flush=True)
+import select, time
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    if select.select([sys.stdin], [], [], 0)[0] and not sys.stdin.read(1):
+        break
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, n, 0)], "DRAM"),
+                          a.get_xfer_descs([(dst.ctypes.data, n, 0)], "DRAM"), "prom-b")
+    s = a.transfer(h)
+    while s == "PROC":
+        s = a.check_xfer_state(h)
+    h.release()
+    time.sleep(0.002)
+"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port):
+    r = subprocess.run(["curl", "-sS", "--max-time", "5", f"http://127.0.0.1:{port}/metrics"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _value(text, name, agent, extra=""):
+    m = re.search(rf'^{name}\{{hostname="[^"]*",agent_name="{agent}"{extra}\}} (\d+)$', text, re.M)
+    assert m, f"no {name} for {agent} in:\n{text[:3000]}"
+    return int(m.group(1))
+
+
+def test_metrics_scraped_during_transfers(unique_name):
+    port = _free_port()
+    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus",
+               NIXL_TELEMETRY_PROMETHEUS_PORT=str(port), NIXL_TELEMETRY_ENABLE="y")
+    env.pop("NIXL_TELEMETRY_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    p = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in p.stdout:  # nixl's INFO lines come first, on stdout, as in NIXL
+            if line.strip() == "READY":
+                break
+        else:
+            pytest.fail(f"worker never got ready: {p.stderr.read()[-2000:]}")
+        first = _scrape(port)
+        t0 = _value(first, "agent_tx_requests_num_total", "prom-a")
+        time.sleep(0.5)
+        second = _scrape(port)
+        t1 = _value(second, "agent_tx_requests_num_total", "prom-a")
+        assert t1 > t0  # counting while transfers run
+        n = 1 << 16
+        assert _value(second, "agent_tx_bytes_total", "prom-a") == n * t1
+        assert _value(second, "agent_tx_last_bytes", "prom-a") == n
+        assert _value(second, "agent_memory_registered_total", "prom-a") == n
+        assert _value(second, "agent_memory_registered_total", "prom-b") == n
+        assert _value(second, "agent_rx_bytes_total", "prom-b") == 0  # targets count nothing
+        assert _value(second, "agent_errors_total", "prom-a",
+                      ',status="NIXL_ERR_NOT_FOUND"') == 1
+        count = _value(second, "agent_xfer_time_us_count", "prom-a")
+        assert count >= t1 - 1  # completions seen between the two counters
+        inf = _value(second, "agent_xfer_time_us_bucket", "prom-a", ',le="\\+Inf"')
+        assert inf == count
+        assert "# TYPE agent_xfer_post_time_us histogram" in second
+        assert "# TYPE agent_xfer_time gauge" in second
+    finally:
+        p.stdin.close()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_port_in_use_runs_without_telemetry_export():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus",
+                   NIXL_TELEMETRY_PROMETHEUS_PORT=str(port), NIXL_TELEMETRY_ENABLE="y")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
+                "a = nixl_agent('busy', nixl_agent_config(backends=[]))\n"
+                "print('EXPORTING', a._telemetry)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "EXPORTING False" in r.stdout
+        assert "cannot bind" in r.stdout  # the warning, through nixl's logger

@@ -132,9 +132,11 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       p->ucx_peer_mode = false;
       break;
     case error_mode::automatic:
-      p->ucx_peer_mode = !same_host;
+      // Another host: data in mode `none`, failure detection on an endpoint of its own.
+      p->ucx_peer_mode = false;
       break;
   }
+  const bool watch = cfg_.error_handling == error_mode::automatic && !same_host;
   // Another agent of this process: watch its backend.
   if (same_process && cfg_.error_handling != error_mode::none) {
     auto& reg = local_registry::get();
@@ -191,6 +193,28 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     }
     p->eps.push_back(h);
   }
+  if (watch) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(rec.addresses[0].data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &engine::on_ep_error;
+    ep.err_handler.arg = p.get();
+    if (const ucs_status_t s = ucp_ep_create(workers_[0].get(), &ep, &p->watch_ep); s != UCS_OK) {
+      p->watch_ep = nullptr;
+      p->failed.store(true);
+      close_eps(p.get());
+      throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__,
+                fmt::format("load_peer('{}'): the endpoint that watches the peer", name));
+    }
+    // Starts the watch endpoint's wire-up now, so that a peer that dies before the first
+    // request is still seen.
+    ucp_request_param_t fp{};
+    fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    fp.cb.send = [](void* r, ucs_status_t, void*) noexcept { ucp_request_free(r); };
+    (void)ucp_ep_flush_nbx(p->watch_ep, &fp);
+  }
 
   peer_state* raw = p.get();
   std::lock_guard lk(peers_mu_);
@@ -202,8 +226,9 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
   }
   peers_.push_back(std::move(p));
-  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {})", name, rec.id.pid,
-             same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none");
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{})", name, rec.id.pid,
+             same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none",
+             raw->watch_ep != nullptr ? ", watched by an endpoint in mode peer" : "");
   return raw;
 }
 
@@ -232,6 +257,7 @@ void engine::close_eps(peer_state* p) noexcept {
       ucs_status_ptr_t r = ucp_ep_flush_nbx(ep, &fp);
       if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
     }
+    // The watch endpoint stays open meanwhile: a peer that dies during this flush is seen.
     wait_all(pending, now_ns() + flush_limit_ns, true);
   }
   const bool dead = p->failed.load(std::memory_order_acquire);
@@ -243,6 +269,14 @@ void engine::close_eps(peer_state* p) noexcept {
     cp.flags = dead && p->ucx_peer_mode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = ucp_ep_close_nbx(p->eps[i], &cp);
     if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+  }
+  if (p->watch_ep != nullptr) {
+    ucp_request_param_t cp{};
+    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    cp.flags = dead ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(p->watch_ep, &cp);
+    if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+    p->watch_ep = nullptr;
   }
   // The close must complete even for a dead peer: an endpoint destroyed with the worker while
   // its close is still flushing keeps its queued operations, and UCX 1.22 then aborts in

@@ -76,7 +76,12 @@ struct peer_state {
   std::vector<ucp_ep_h> eps;  ///< one per local worker
   std::atomic<bool> failed{false};
   bool closed = false;
-  bool ucx_peer_mode = false;  ///< endpoints use UCX's `peer` error mode
+  bool ucx_peer_mode = false;  ///< data endpoints use UCX's `peer` error mode
+  /// A peer on another host in mode `auto`: an endpoint of worker 0 in UCX's `peer` error mode
+  /// that carries no data and only watches the peer (its error callback marks it failed), so
+  /// that the data endpoints can stay in mode `none`, where UCX 1.22 puts over TCP zero-copy
+  /// instead of emulating them with active messages. Null otherwise.
+  ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
   int pidfd = -1;  ///< process watch (same host), or -1
   /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # nixl-bench between two sandbox hosts (tests/multihost/sandbox.sh: separate network, IPC, PID,
 # UTS and mount namespaces joined by a bridge), with its baselines in the same run and the same
-# pair of hosts: iperf3 (one TCP stream) and NIXL's nixlbench (../shared/peers/nixl-1.4).
-# Rounds alternate the three, so that the machine's load hits them alike.
+# pair of hosts: iperf3 (one TCP stream), UCX's own ucx_perftest (ucp_put_bw for WRITE,
+# ucp_get_bw for READ, one operation in flight as a request of nixl-bench is) and NIXL's
+# nixlbench (../shared/peers/nixl-1.4). Rounds alternate them, so that the machine's load hits
+# them alike.
 #
 #   bench/nixl-bench/multihost.sh OUTDIR [ROUNDS]         (root; ROUNDS default 2)
 #
 # Environment: NIXL_BENCH (nixl-bench binary, default build/ci/...), NIXLBENCH_DIR (NIXL's
-# packed nixlbench), OP (WRITE or READ, default WRITE), ITER (num_iter, default 1000),
-# ETCD=1 (nixl-bench meets through an etcd on the target host instead of the listener),
-# START (first block size, default 4K), NO_NIXL=1 (skip NIXL's nixlbench). UCX_* variables
-# reach both benchmarks.
-# Leaves OUTDIR/<round>-{iperf3.json,nixl-bench.csv,nixlbench.log} and prints a summary.
+# packed nixlbench), OPS (default "WRITE READ"), ITER (num_iter, default 1000), DEPTH (when set,
+# nixl-bench also runs WRITE with --pipeline_depth DEPTH), ETCD=1 (nixl-bench meets through an
+# etcd on the target host instead of the listener), START (first block size, default 4K),
+# NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), UCX_PERFTEST (its
+# binary, default the one of the UCX nixl-bench loads), PERFTEST_TLS (UCX_TLS for ucx_perftest,
+# default tcp). UCX_* variables reach both benchmarks.
+# Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt}
+# and prints a summary per op.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: multihost.sh OUTDIR [ROUNDS]}
@@ -19,8 +24,14 @@ rounds=${2:-2}
 sb="$root/tests/multihost/sandbox.sh"
 bench=${NIXL_BENCH:-$root/build/ci/bench/nixl-bench/nixl-bench}
 peer=${NIXLBENCH_DIR:-$root/../shared/peers/nixl-1.4}
-op=${OP:-WRITE}
+ops=${OPS:-${OP:-WRITE READ}}
 iter=${ITER:-1000}
+perftest=${UCX_PERFTEST:-}
+if [[ -z $perftest ]]; then
+  ucp=$(ldd "$bench" 2>/dev/null | awk '/libucp/ {print $3}')
+  [[ -n $ucp ]] && perftest=$(dirname "$(dirname "$ucp")")/bin/ucx_perftest
+fi
+[[ -x ${perftest:-/nonexistent} ]] || perftest=$(command -v ucx_perftest || true)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 dir=$(mktemp -d /tmp/nixl-mh-bench.XXXXXX)
@@ -59,6 +70,88 @@ if [[ -n "${ETCD:-}" ]]; then
   sleep 2
 fi
 
+# One op of one round: nixl-bench (with --pipeline_depth when $depth is set), ucx_perftest and
+# NIXL's nixlbench.
+run_op() {
+  local r=$1 op=$2 depth=${3:-} tag=$2 extra=()
+  if [[ -n $depth ]]; then
+    tag=$op-depth$depth
+    extra=(--pipeline_depth "$depth")
+  fi
+  # nixl-bench: target on host 1, initiator on host 0
+  if [[ -n "$etcd_url" ]]; then
+    in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" \
+      >"$out/$r-$tag-nixl-bench.target.log" 2>&1 &
+    tgt=$!
+    wait_target "$out/$r-$tag-nixl-bench.target.log"
+    in_host 0 "$bench" --role initiator --etcd_endpoints "$etcd_url" --op_type "$op" \
+      "${sizes[@]}" "${extra[@]}" --output_format csv >"$out/$r-$tag-nixl-bench.csv" 2>"$out/$r-$tag-nixl-bench.err"
+  else
+    in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" \
+      >"$out/$r-$tag-nixl-bench.target.log" 2>&1 &
+    tgt=$!
+    wait_target "$out/$r-$tag-nixl-bench.target.log"
+    in_host 0 "$bench" --role initiator --peer_ip "$a1" --port 5555 --op_type "$op" \
+      "${sizes[@]}" "${extra[@]}" --output_format csv >"$out/$r-$tag-nixl-bench.csv" 2>"$out/$r-$tag-nixl-bench.err"
+  fi
+  wait $tgt || true
+
+  [[ -z $depth ]] && perftest_op "$r" "$op"
+  # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
+  [[ -n "${NO_NIXL:-}" || -n $depth ]] && return 0
+  args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
+    --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size=4096
+    --max_block_size=67108864 --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
+    --warmup_iter=100 --large_blk_iter_ftr=16 --total_buffer_size=1073741824)
+  in_host 0 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-$op-nixlbench.log" 2>&1 &
+  p0=$!
+  sleep 1
+  in_host 1 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-$op-nixlbench.r1.log" 2>&1 || true
+  wait $p0 || true
+}
+
+# ucx_perftest, one size at a time (its server serves one test): put or get bandwidth with one
+# operation in flight, the same sizes as the sweep.
+perftest_op() {
+  local r=$1 op=$2 test=ucp_put_bw f="$out/$1-$2-perftest.txt"
+  [[ $op == READ ]] && test=ucp_get_bw
+  : >"$f"
+  [[ -n "${NO_PERFTEST:-}" || -z $perftest ]] && return 0
+  local b n
+  for ((b = $(bytes "$start"); b <= 64 << 20; b *= 2)); do
+    n=$((iter * 1048576 / b))
+    ((b <= 1048576)) && n=$iter
+    ((n < 20)) && n=20
+    in_host 1 env UCX_TLS="${PERFTEST_TLS:-tcp}" "$perftest" -p 13337 >/dev/null 2>&1 &
+    local srv=$!
+    local ok=""
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      sleep 0.2
+      if in_host 0 env UCX_TLS="${PERFTEST_TLS:-tcp}" "$perftest" "$a1" -p 13337 -t "$test" \
+        -s "$b" -n "$n" -w $((n / 10 + 1)) -O 1 >"$f.tmp" 2>&1; then
+        ok=1
+        break
+      fi
+    done
+    kill $srv 2>/dev/null || true
+    wait $srv 2>/dev/null || true
+    if [[ -n $ok ]]; then
+      echo "size $b $(grep 'Final:' "$f.tmp" | tail -1)" >>"$f"
+    else
+      echo "size $b failed: $(tail -2 "$f.tmp" | tr '\n' ' ')" >>"$f"
+    fi
+  done
+  rm -f "$f.tmp"
+}
+bytes() {  # 4K -> 4096
+  local v=${1^^}
+  case $v in
+    *K) echo $((${v%K} << 10)) ;;
+    *M) echo $((${v%M} << 20)) ;;
+    *) echo "$v" ;;
+  esac
+}
+
 echo "load before: $(uptime)" | tee "$out/load.txt"
 for ((r = 1; r <= rounds; r++)); do
   # iperf3: one stream, 10 s, host 0 -> host 1 (the direction of a WRITE)
@@ -68,35 +161,12 @@ for ((r = 1; r <= rounds; r++)); do
   in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3.json"
   wait $srv || true
 
-  # nixl-bench: target on host 1, initiator on host 0
-  if [[ -n "$etcd_url" ]]; then
-    in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" \
-      >"$out/$r-nixl-bench.target.log" 2>&1 &
-    tgt=$!
-    wait_target "$out/$r-nixl-bench.target.log"
-    in_host 0 "$bench" --role initiator --etcd_endpoints "$etcd_url" --op_type "$op" \
-      "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
-  else
-    in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" \
-      >"$out/$r-nixl-bench.target.log" 2>&1 &
-    tgt=$!
-    wait_target "$out/$r-nixl-bench.target.log"
-    in_host 0 "$bench" --role initiator --peer_ip "$a1" --port 5555 --op_type "$op" \
-      "${sizes[@]}" --output_format csv >"$out/$r-nixl-bench.csv" 2>"$out/$r-nixl-bench.err"
-  fi
-  wait $tgt || true
-
-  # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
-  [[ -n "${NO_NIXL:-}" ]] && continue
-  args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
-    --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size=4096
-    --max_block_size=67108864 --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
-    --warmup_iter=100 --large_blk_iter_ftr=16 --total_buffer_size=1073741824)
-  in_host 0 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-nixlbench.log" 2>&1 &
-  p0=$!
-  sleep 1
-  in_host 1 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-nixlbench.r1.log" 2>&1 || true
-  wait $p0 || true
+  for op in $ops; do run_op "$r" "$op"; done
+  [[ -n "${DEPTH:-}" ]] && run_op "$r" WRITE "$DEPTH"
   echo "round $r done: $(uptime)" | tee -a "$out/load.txt"
 done
-/usr/bin/python3 "$root/bench/nixl-bench/multihost_table.py" "$out" "$rounds"
+for op in $ops; do
+  echo
+  echo "== $op"
+  /usr/bin/python3 "$root/bench/nixl-bench/multihost_table.py" "$out" "$rounds" "$op" ${DEPTH:+"$DEPTH"}
+done

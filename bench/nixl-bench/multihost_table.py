@@ -1,7 +1,10 @@
-"""Summary table of bench/nixl-bench/multihost.sh: per block size, the best of the rounds for
-nixl-bench and NIXL's nixlbench, next to iperf3's single-stream TCP rate (best round), in GB/s.
+"""Summary table of bench/nixl-bench/multihost.sh for one op: per block size, the best of the
+rounds for nixl-bench, UCX's ucx_perftest and NIXL's nixlbench, next to iperf3's single-stream
+TCP rate (best round), in GB/s (10^9 B/s), and the ratios the goals are stated in.
 
-    multihost_table.py OUTDIR ROUNDS
+    multihost_table.py OUTDIR ROUNDS OP [DEPTH]
+
+With DEPTH, the WRITE table gains nixl-bench's run with --pipeline_depth DEPTH.
 """
 
 import csv
@@ -37,38 +40,71 @@ def nixlbench(path):
     return out
 
 
+def perftest(path):
+    """Lines 'size B Final: iters p50 avg overall bw_avg bw_overall mr_avg mr_overall' (usec,
+    MB/s with MB = 2^20 as ucx_perftest prints them)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 11 and w[0] == "size" and w[2] == "Final:":
+                out[int(w[1])] = (float(w[8]) * 1048576 / 1e9, float(w[5]))
+    return out
+
+
 def size(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
 
 
+def best(dst, src):
+    for b, v in src.items():
+        if b not in dst or v[0] > dst[b][0]:
+            dst[b] = v
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if b else "-"
+
+
 def main():
-    d, rounds = sys.argv[1], int(sys.argv[2])
-    tcp, ours, theirs = [], {}, {}
+    d, rounds, op = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    depth = sys.argv[4] if len(sys.argv) > 4 and op == "WRITE" else None
+    tcp, ours, ucx, theirs, deep = [], {}, {}, {}, {}
     for r in range(1, rounds + 1):
         try:
             tcp.append(iperf3(f"{d}/{r}-iperf3.json"))
         except (OSError, KeyError, ValueError):
             pass
-        for src, dst in ((nixl_bench, ours), (nixlbench, theirs)):
-            name = "nixl-bench.csv" if src is nixl_bench else "nixlbench.log"
+        for fn, name, dst in (
+            (nixl_bench, f"{op}-nixl-bench.csv", ours),
+            (perftest, f"{op}-perftest.txt", ucx),
+            (nixlbench, f"{op}-nixlbench.log", theirs),
+            (nixl_bench, f"{op}-depth{depth}-nixl-bench.csv", deep),
+        ):
             try:
-                for b, v in src(f"{d}/{r}-{name}").items():
-                    if b not in dst or v[0] > dst[b][0]:
-                        dst[b] = v
+                best(dst, fn(f"{d}/{r}-{name}"))
             except (OSError, KeyError, ValueError):
                 pass
     base = max(tcp) if tcp else 0.0
     print(f"iperf3, one stream: {base:.3f} GB/s (rounds: {', '.join(f'{t:.3f}' for t in tcp)})")
     print()
-    print("| block | nixl-bench GB/s | latency µs | NIXL nixlbench GB/s | latency µs "
-          "| nixl-bench / iperf3 | nixl-bench / NIXL |")
-    print("|---|---|---|---|---|---|---|")
-    for b in sorted(set(ours) | set(theirs)):
-        o = ours.get(b, (0.0, 0.0))
-        t = theirs.get(b, (0.0, 0.0))
-        ri = f"{o[0] / base:.2f}" if base else "-"
-        rn = f"{o[0] / t[0]:.2f}" if t[0] else "-"
-        print(f"| {size(b)} | {o[0]:.3f} | {o[1]:.1f} | {t[0]:.3f} | {t[1]:.1f} | {ri} | {rn} |")
+    head = ("| block | nixl-bench GB/s | µs | ucx_perftest GB/s | µs | NIXL GB/s | µs "
+            "| / ucx_perftest | / NIXL | / iperf3 |")
+    rule = "|---|---|---|---|---|---|---|---|---|---|"
+    if depth:
+        head += f" depth {depth} GB/s | depth {depth} / iperf3 |"
+        rule += "---|---|"
+    print(head)
+    print(rule)
+    zero = (0.0, 0.0)
+    for b in sorted(set(ours) | set(ucx) | set(theirs)):
+        o, u, t = ours.get(b, zero), ucx.get(b, zero), theirs.get(b, zero)
+        row = (f"| {size(b)} | {o[0]:.3f} | {o[1]:.1f} | {u[0]:.3f} | {u[1]:.1f} | {t[0]:.3f} "
+               f"| {t[1]:.1f} | {ratio(o[0], u[0])} | {ratio(o[0], t[0])} | {ratio(o[0], base)} |")
+        if depth:
+            p = deep.get(b, zero)
+            row += f" {p[0]:.3f} | {ratio(p[0], base)} |"
+        print(row)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 version=1.22.0
 prefix=${NIXL_IBMOCK_PREFIX:-/opt/nixl/ibmock}
-want="ibmock ucx=$version"
+want="ibmock ucx=$version device_index=-1"
 
 stamp=$prefix/.nixl-build
 if [[ -f $stamp && $(cat "$stamp") == "$want" && -f $prefix/lib/libibverbs.so.1 &&
@@ -43,6 +43,12 @@ fi
 echo "building ibmock of UCX $version from $src into $prefix"
 tar -xzf "$src" -C "$work" "ucx-$version/contrib/ibmock"
 cd "$work/ucx-$version/contrib/ibmock"
+# Its devices are no kernel's: ibv_get_device_index() says so (-1), as for a device without an
+# index, so that UCX does not ask the kernel's RDMA netlink about them (where the kernel has no
+# RDMA, UCX logs an error for each device when the netlink socket fails).
+sed -i '/^int ibv_get_device_index(/,/^}/s/return fake->id;/(void)fake;\n    return -1;/' verbs.c
+grep -q 'return -1;' <(sed -n '/^int ibv_get_device_index(/,/^}/p' verbs.c) ||
+  { echo "build-ibmock: ibv_get_device_index() of verbs.c is not as expected" >&2; exit 1; }
 # The sources and flags of its Makefile (no -O: at -O2 gcc finds a use-after-free in an error
 # path of ibv_dereg_mr and -Werror stops), linked with the sonames of the libraries UCX's modules
 # load (libibverbs.so.1, libefa.so.1) instead of the Makefile's build path.

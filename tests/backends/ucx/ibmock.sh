@@ -76,7 +76,9 @@ if [[ ! -c /dev/infiniband/uverbs0 || ! -c /dev/infiniband/uverbs1 ]]; then
   mount -t tmpfs -o mode=755,size=1m nixl-ibmock-dev /dev
   for e in "$old"/*; do
     n=${e##*/}
-    if [[ -L $e ]]; then
+    if [[ $n == infiniband ]]; then
+      continue # below, a folder of its own: files made in it must not reach the real one
+    elif [[ -L $e ]]; then
       cp -P "$e" "/dev/$n"
     elif [[ -d $e ]]; then
       mkdir "/dev/$n" && mount --rbind "$e" "/dev/$n"
@@ -84,9 +86,14 @@ if [[ ! -c /dev/infiniband/uverbs0 || ! -c /dev/infiniband/uverbs1 ]]; then
       touch "/dev/$n" && mount --bind "$e" "/dev/$n"
     fi
   done
-  mkdir -p /dev/infiniband
+  mkdir /dev/infiniband
+  for e in "$old"/infiniband/*; do
+    [[ -e $e && ! -d $e ]] || continue
+    touch "/dev/infiniband/${e##*/}" && mount --bind "$e" "/dev/infiniband/${e##*/}"
+  done
   for d in uverbs0 uverbs1; do
-    touch "/dev/infiniband/$d" && mount --bind "$old/null" "/dev/infiniband/$d"
+    [[ -c /dev/infiniband/$d ]] ||
+      { touch "/dev/infiniband/$d" && mount --bind "$old/null" "/dev/infiniband/$d"; }
   done
   umount -l "$old" && rmdir "$old"
 fi

@@ -59,8 +59,8 @@ if(NIXL_UCX_CUDA)
 else()
   set(_nixl_cuda_word "no")
 endif()
-# RDMA: libuct_ib (rc_verbs, ud_verbs; in 1.13 also the mlx5 transports), libuct_ib_mlx5
-# (rc/ud/dc_mlx5, 1.19 and later), libuct_ib_efa (srd), libuct_rdmacm (the rdmacm connection
+# RDMA: libuct_ib (rc_verbs, ud_verbs; in older UCX such as 1.13 also the mlx5 transports),
+# libuct_ib_mlx5 (rc/ud/dc_mlx5), libuct_ib_efa (srd), libuct_rdmacm (the rdmacm connection
 # manager). Where no RDMA device exists they load and offer no transport.
 set(NIXL_UCX_RDMA_MODULES "")
 foreach(_m ib ib_mlx5 ib_efa rdmacm)

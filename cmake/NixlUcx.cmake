@@ -7,7 +7,8 @@
 #   the system's UCX             Debian: libucx-dev (1.13.1)
 #
 # Sets NIXL_UCX_VERSION, NIXL_UCX_LIBDIR (where libucp is), NIXL_UCX_MODULE_DIR (its transport
-# modules), NIXL_UCX_CUDA (1 when the CUDA transport module libuct_cuda is among them) and
+# modules), NIXL_UCX_CUDA (1 when the CUDA transport module libuct_cuda is among them),
+# NIXL_UCX_RDMA_MODULES (which of UCX's RDMA modules ib, ib_mlx5, efa, rdmacm are there) and
 # NIXL_UCX_CONFIG_DIR (the ucx-config.cmake found; the installed nixl config looks there first).
 # Binaries link the libraries by full path, so the build tree's RPATH points at that prefix;
 # installed ones keep it (CMAKE_INSTALL_RPATH_USE_LINK_PATH) instead of falling back to /usr/lib.
@@ -58,8 +59,23 @@ if(NIXL_UCX_CUDA)
 else()
   set(_nixl_cuda_word "no")
 endif()
+# RDMA: libuct_ib (rc_verbs, ud_verbs; in older UCX such as 1.13 also the mlx5 transports),
+# libuct_ib_mlx5 (rc/ud/dc_mlx5), libuct_ib_efa (srd), libuct_rdmacm (the rdmacm connection
+# manager). Where no RDMA device exists they load and offer no transport.
+set(NIXL_UCX_RDMA_MODULES "")
+foreach(_m ib ib_mlx5 ib_efa rdmacm)
+  if(EXISTS "${NIXL_UCX_MODULE_DIR}/libuct_${_m}.so")
+    string(REGEX REPLACE "^ib_efa$" "efa" _m "${_m}")
+    list(APPEND NIXL_UCX_RDMA_MODULES ${_m})
+  endif()
+endforeach()
+if(NIXL_UCX_RDMA_MODULES)
+  string(REPLACE ";" " " _nixl_rdma_word "${NIXL_UCX_RDMA_MODULES}")
+else()
+  set(_nixl_rdma_word "none")
+endif()
 message(STATUS "nixl UCX: ${NIXL_UCX_VERSION} from ${NIXL_UCX_LIBDIR}, CUDA transports: "
-               "${_nixl_cuda_word} (${NIXL_UCX_MODULE_DIR})")
+               "${_nixl_cuda_word}, RDMA modules: ${_nixl_rdma_word} (${NIXL_UCX_MODULE_DIR})")
 if(NIXL_UCX_VERSION VERSION_LESS 1.19 AND NOT NIXL_UCX_ROOT)
   message(STATUS "nixl UCX: ${NIXL_UCX_VERSION} is old (put on ordinary memory is emulated, no "
                  "CUDA); scripts/build-ucx.sh builds 1.22 into ${NIXL_UCX_DEFAULT_ROOT}, which "

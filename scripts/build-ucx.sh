@@ -94,6 +94,17 @@ env "${env[@]}" ../configure "${cfg[@]}" >"$work/configure.log" 2>&1 ||
 make -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; exit 1; }
 mkdir -p "$prefix"
 make install >"$work/install.log" 2>&1 || { tail -40 "$work/install.log"; exit 1; }
+# configure leaves verbs out with a warning only (and mlx5, efa, rdmacm with it) when libibverbs
+# itself is unusable: check that the RDMA modules are there before calling the build done.
+if [[ $rdma == verbs ]]; then
+  for m in libuct_ib libuct_ib_mlx5 libuct_ib_efa libuct_rdmacm; do
+    [[ -f $prefix/lib/ucx/$m.so ]] || {
+      grep -E 'WARNING|modules:' "$work/configure.log" | tail -20
+      echo "build-ucx: $m.so was not built though rdma-core's headers are installed" >&2
+      exit 1
+    }
+  done
+fi
 echo "$want" >"$stamp"
 "$prefix/bin/ucx_info" -v
 echo "transports:"; ls "$prefix/lib/ucx"

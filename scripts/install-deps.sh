@@ -28,3 +28,6 @@ fi
 # UCX 1.22 (with its CUDA transports when the CUDA toolkit is found) into a prefix of its own,
 # which CMake finds by default; skipped when that prefix holds it already (scripts/build-ucx.sh).
 "$(dirname "$0")/build-ucx.sh"
+# UCX 1.22's contrib/ibmock (a libibverbs/libefa faking EFA devices in one process) into
+# /opt/nixl/ibmock, for the UCX backend's tests over ud and srd (scripts/build-ibmock.sh).
+"$(dirname "$0")/build-ibmock.sh"

@@ -120,6 +120,7 @@ nixlAgentData::~nixlAgentData() {
 }
 
 nixlBackendH* nixlAgentData::backend(std::string_view name) {
+  std::lock_guard g(backends_mutex_);
   for (auto& b : backends_)
     if (b->type_ == name) return b.get();
   if (!agent_->has_backend(name)) return nullptr;
@@ -131,6 +132,7 @@ nixlBackendH* nixlAgentData::backend(std::string_view name) {
 }
 
 bool nixlAgentData::owns(const nixlBackendH* b) const noexcept {
+  std::lock_guard g(backends_mutex_);
   for (const auto& p : backends_)
     if (p.get() == b) return true;
   return false;

@@ -105,6 +105,7 @@ class nixlAgentData {
 #if defined(NIXL_HAS_METADATA)
   std::unique_ptr<nixl::metadata::exchange> exchange_;
 #endif
+  mutable std::mutex backends_mutex_;  ///< createBackend may run beside data-path calls
   std::vector<std::unique_ptr<nixlBackendH>> backends_;
   std::mutex mutex_;
   std::unordered_set<nixlXferReqH*> reqs_;

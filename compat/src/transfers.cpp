@@ -16,14 +16,14 @@ std::optional<std::string> notif_of(const nixl_opt_args_t* x) {
   return std::nullopt;
 }
 
-nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool with_custom) {
+/// makeXferReq: merges unless skipDescMerge, no customParam. createXferReq (`one_shot`): NIXL
+/// never merges there (telemetry's descCount is the caller's count) and passes customParam on.
+nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool one_shot) {
   nixl::xfer_options o;
   o.backends = d.options(x).backends;
   o.notif = notif_of(x);
-  if (x != nullptr) {
-    o.skip_merge = x->skipDescMerge;
-    if (with_custom) o.custom = x->customParam;
-  }
+  o.skip_merge = one_shot || (x != nullptr && x->skipDescMerge);
+  if (one_shot && x != nullptr) o.custom = x->customParam;
   return o;
 }
 

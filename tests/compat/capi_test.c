@@ -6,6 +6,7 @@
  * 77: skipped (no UCX backend in this build). */
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,18 @@ static int has_string(nixl_capi_string_list_t l, const char* s) {
 }
 
 static void test_values(void) {
+  /* The ABI of wrapper.h: offsets of the configuration, 4-byte enums, 1-byte bool. */
   CHECK(sizeof(nixl_capi_agent_config_t) == 40);
+  CHECK(offsetof(nixl_capi_agent_config_t, enable_listen_thread) == 1);
+  CHECK(offsetof(nixl_capi_agent_config_t, listen_port) == 4);
+  CHECK(offsetof(nixl_capi_agent_config_t, thread_sync) == 8);
+  CHECK(offsetof(nixl_capi_agent_config_t, num_workers) == 12);
+  CHECK(offsetof(nixl_capi_agent_config_t, pthr_delay_us) == 16);
+  CHECK(offsetof(nixl_capi_agent_config_t, lthr_delay_us) == 24);
+  CHECK(offsetof(nixl_capi_agent_config_t, capture_telemetry) == 32);
+  CHECK(sizeof(struct nixl_capi_xfer_telemetry_s) == 40);
+  CHECK(sizeof(nixl_capi_status_t) == 4 && sizeof(nixl_capi_mem_type_t) == 4);
+  CHECK(sizeof(bool) == 1);
   CHECK(NIXL_CAPI_ERROR_NO_TELEMETRY == -5);
   CHECK(NIXL_CAPI_MEM_UNKNOWN == 5);
   CHECK(!nixl_capi_is_stub());

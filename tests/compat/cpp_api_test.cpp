@@ -317,6 +317,19 @@ TEST_CASE("compat: prepared lists and index requests", "[compat][ucx]") {
   CHECK(std::memcmp(src.p + blk, dst.p + 6 * blk, blk) == 0);
   REQUIRE(p.a.releaseXferReq(req) == NIXL_SUCCESS);
 
+  // createXferReq never merges (as NIXL): two contiguous descriptors stay two.
+  nixl_xfer_dlist_t l2(DRAM_SEG), r2(DRAM_SEG);
+  for (std::size_t i = 0; i < 2; ++i) {
+    l2.addDesc(nixlBasicDesc(src.addr() + i * 64, 64, 0));
+    r2.addDesc(nixlBasicDesc(dst.addr() + i * 64, 64, 0));
+  }
+  REQUIRE(p.a.createXferReq(NIXL_WRITE, l2, r2, "target", req) == NIXL_SUCCESS);
+  REQUIRE(wait_xfer(p.a, req, p.a.postXferReq(req)) == NIXL_SUCCESS);
+  REQUIRE(p.a.getXferTelemetry(req, tel) == NIXL_SUCCESS);
+  CHECK(tel.descCount == 2);
+  CHECK(tel.totalBytes == 128);
+  REQUIRE(p.a.releaseXferReq(req) == NIXL_SUCCESS);
+
   // Loopback: the agent's own name prepares its own memory as a target.
   nixlDlistH* self = nullptr;
   REQUIRE(p.a.prepXferDlist("initiator", ll, self) == NIXL_SUCCESS);

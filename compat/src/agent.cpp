@@ -95,6 +95,8 @@ nixlAgentData::nixlAgentData(const std::string& name, const nixlAgentConfig& c) 
   mc.listen_port = c.listenPort;
   mc.etcd_watch_timeout = c.etcdWatchTimeout;
   exchange_ = std::make_unique<nixl::metadata::exchange>(*agent_, std::move(mc));
+  if (c.useListenThread)
+    nixl::log::info("agent '{}': MD listener is listening on port {}", name, exchange_->port());
 #else
   if (c.useListenThread)
     throw nixl::error(nixl::status::not_supported,

@@ -559,3 +559,62 @@ TEST_CASE("compat: error statuses", "[compat]") {
   // A request left unreleased is freed with its agent.
   REQUIRE(a.createXferReq(NIXL_WRITE, x, z, "errs", req) == NIXL_SUCCESS);
 }
+
+TEST_CASE("compat: threads share an agent in NIXL_THREAD_SYNC_RW", "[compat][ucx][threads]") {
+  if (!has_plugin("UCX")) NIXL_SKIP("this build has no UCX backend");
+  nixlAgentConfig cfg(true, false, default_comm_port, nixl_thread_sync_t::NIXL_THREAD_SYNC_RW);
+  nixlAgent a("rw-a", cfg), b("rw-b", cfg);
+  nixlBackendH *ha = nullptr, *hb = nullptr;
+  REQUIRE(a.createBackend("UCX", {}, ha) == NIXL_SUCCESS);
+  REQUIRE(b.createBackend("UCX", {}, hb) == NIXL_SUCCESS);
+  constexpr int threads = 4, rounds = 50;
+  constexpr std::size_t blk = 4096;
+  buffer src(blk * threads, 3), dst(blk * threads, 0);
+  REQUIRE(a.registerMem(reg_list(DRAM_SEG, {nixlBlobDesc(src.addr(), src.size, 0, "")})) ==
+          NIXL_SUCCESS);
+  REQUIRE(b.registerMem(reg_list(DRAM_SEG, {nixlBlobDesc(dst.addr(), dst.size, 0, "")})) ==
+          NIXL_SUCCESS);
+  std::string an, bn;
+  exchange_md(a, b, an, bn);
+  REQUIRE(bn == "rw-b");
+  nixl_xfer_dlist_t whole(DRAM_SEG);
+  for (int t = 0; t < threads; ++t) whole.addDesc(nixlBasicDesc(dst.addr() + t * blk, blk, 0));
+  nixlDlistH* remote = nullptr;
+  REQUIRE(a.prepXferDlist("rw-b", whole, remote) == NIXL_SUCCESS);
+
+  std::vector<int> failures(threads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      auto l = xfer_list(DRAM_SEG, {nixlBasicDesc(src.addr() + t * blk, blk, 0)});
+      nixlDlistH* local = nullptr;
+      if (a.prepXferDlist(NIXL_INIT_AGENT, l, local) != NIXL_SUCCESS) {
+        ++failures[t];
+        return;
+      }
+      for (int i = 0; i < rounds; ++i) {
+        nixlXferReqH* req = nullptr;
+        nixl_opt_args_t args;
+        args.notif = std::to_string(t);
+        nixlBackendH* used = nullptr;
+        if (a.makeXferReq(NIXL_WRITE, local, {0}, remote, {t}, req, &args) != NIXL_SUCCESS ||
+            wait_xfer(a, req, a.postXferReq(req)) != NIXL_SUCCESS ||
+            a.queryXferBackend(req, used) != NIXL_SUCCESS || used != ha ||
+            a.releaseXferReq(req) != NIXL_SUCCESS)
+          ++failures[t];
+      }
+      if (a.releasedDlistH(local) != NIXL_SUCCESS) ++failures[t];
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) CHECK(failures[t] == 0);
+  CHECK(std::memcmp(src.p, dst.p, src.size) == 0);
+  std::size_t total = 0;
+  nixl_notifs_t m;
+  eventually([&] {
+    if (b.getNotifs(m) != NIXL_SUCCESS) return false;
+    total = m["rw-a"].size();
+    return total >= static_cast<std::size_t>(threads * rounds);
+  });
+  CHECK(total == static_cast<std::size_t>(threads * rounds));
+  CHECK(a.releasedDlistH(remote) == NIXL_SUCCESS);
+}

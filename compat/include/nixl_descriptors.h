@@ -130,6 +130,8 @@ class nixlDescList {
   nixlDescList(const nixl_mem_t& type, const int& init_size = 0) : type(type) {
     if (init_size > 0) descs.resize(static_cast<size_t>(init_size));
   }
+  /// Reads a list that serialize() wrote (an empty DRAM list when the data is not one).
+  nixlDescList(nixlSerDes* deserializer);
   nixlDescList(const nixlDescList&) = default;
   nixlDescList& operator=(const nixlDescList&) = default;
   virtual ~nixlDescList() = default;
@@ -174,6 +176,9 @@ class nixlDescList {
     return NIXL_ERR_NOT_FOUND;
   }
 
+  /// Appends the list to `serializer` (utils/serdes/serdes.h).
+  nixl_status_t serialize(nixlSerDes* serializer) const;
+
   std::string to_string(bool compact = false) const {
     std::ostringstream os;
     os << "DescList of mem type " << nixlEnumStrings::memTypeStr(type) << (compact ? " " : "\n");
@@ -199,6 +204,11 @@ bool operator==(const nixlDescList<Y>& a, const nixlDescList<Y>& b) {
       return false;
   return true;
 }
+
+// serialize() and the deserializing constructor are compiled in the library for these three.
+extern template class nixlDescList<nixlBasicDesc>;
+extern template class nixlDescList<nixlBlobDesc>;
+extern template class nixlDescList<nixlRemoteDesc>;
 
 using nixl_xfer_dlist_t = nixlDescList<nixlBasicDesc>;
 using nixl_local_dlist_t = nixlDescList<nixlBasicDesc>;

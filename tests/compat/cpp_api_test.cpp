@@ -16,6 +16,7 @@
 #include "compat_support.hpp"
 #include "nixl.h"
 #include "nixl_test/catch.hpp"
+#include "utils/serdes/serdes.h"
 
 using namespace compat_test;
 
@@ -617,4 +618,71 @@ TEST_CASE("compat: threads share an agent in NIXL_THREAD_SYNC_RW", "[compat][ucx
   });
   CHECK(total == static_cast<std::size_t>(threads * rounds));
   CHECK(a.releasedDlistH(remote) == NIXL_SUCCESS);
+}
+
+TEST_CASE("compat: nixlSerDes and descriptor lists through it", "[compat][serdes]") {
+  nixlSerDes s;
+  const uint64_t number = 0x1122334455667788ull;
+  nixl_xfer_dlist_t xl(VRAM_SEG);
+  xl.addDesc(nixlBasicDesc(0x1000, 64, 1));
+  xl.addDesc(nixlBasicDesc(0x2000, 128, 2));
+  nixl_reg_dlist_t rl(FILE_SEG);
+  rl.addDesc(nixlBlobDesc(0, 0, 7, "/tmp/a"));
+  rl.addDesc(nixlBlobDesc(4096, 10, 8, ""));
+  nixl_remote_dlist_t rem(DRAM_SEG);
+  rem.addDesc(nixlRemoteDesc(0x10, 8, 0, "peer"));
+  REQUIRE(s.addStr("name", "agent-0") == NIXL_SUCCESS);
+  REQUIRE(s.addBuf("num", &number, sizeof(number)) == NIXL_SUCCESS);
+  REQUIRE(xl.serialize(&s) == NIXL_SUCCESS);
+  REQUIRE(rl.serialize(&s) == NIXL_SUCCESS);
+  REQUIRE(rem.serialize(&s) == NIXL_SUCCESS);
+  REQUIRE(s.addStr("msg", "") == NIXL_SUCCESS);
+  const std::string wire = s.exportStr();
+  CHECK(wire.rfind("nixlSerDes|", 0) == 0);
+
+  nixlSerDes d;
+  REQUIRE(d.importStr(wire) == NIXL_SUCCESS);
+  CHECK(d.getStr("wrong-tag").empty());  // tag checked, nothing consumed
+  CHECK(d.getStr("name") == "agent-0");
+  uint64_t got = 0;
+  CHECK(d.getBufLen("num") == 8);
+  CHECK(d.getBuf("num", &got, 4) == NIXL_ERR_MISMATCH);  // length checked
+  REQUIRE(d.getBuf("num", &got, sizeof(got)) == NIXL_SUCCESS);
+  CHECK(got == number);
+  nixl_xfer_dlist_t xl2(&d);
+  CHECK(xl2 == xl);
+  CHECK(xl2.getType() == VRAM_SEG);
+  nixl_reg_dlist_t rl2(&d);
+  REQUIRE(rl2.descCount() == 2);
+  CHECK(rl2[0] == rl[0]);  // with the metadata
+  CHECK(rl2[1].metaInfo.empty());
+  nixl_remote_dlist_t rem2(&d);
+  REQUIRE(rem2.descCount() == 1);
+  CHECK(rem2[0] == rem[0]);
+  CHECK(d.getStr("msg").empty());
+
+  // Untrusted input: no header, truncated data, a count larger than the data.
+  nixlSerDes bad;
+  CHECK(bad.importStr("garbage") == NIXL_ERR_MISMATCH);
+  for (std::size_t cut : {std::size_t{12}, wire.size() / 2, wire.size() - 2}) {
+    nixlSerDes t;
+    REQUIRE(t.importStr(wire.substr(0, cut)) == NIXL_SUCCESS);
+    t.getStr("name");
+    t.getBuf("num", &got, sizeof(got));
+    nixl_xfer_dlist_t a(&t);
+    nixl_reg_dlist_t b(&t);
+    CHECK(a.descCount() <= 2);
+    CHECK(b.descCount() <= 2);
+  }
+  nixlSerDes huge;
+  const uint64_t big = uint64_t{1} << 60;
+  const nixl_mem_t t = DRAM_SEG;
+  huge.addStr("nixlDList", "nixlSDList");
+  huge.addBuf("t", &t, sizeof(t));
+  huge.addBuf("n", &big, sizeof(big));
+  nixlSerDes hr;
+  REQUIRE(hr.importStr(huge.exportStr()) == NIXL_SUCCESS);
+  nixl_reg_dlist_t h(&hr);
+  CHECK(h.isEmpty());
+  CHECK(nixlSerDes::_bytesToString(&number, 8).size() == 8);
 }

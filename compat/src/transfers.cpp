@@ -1,0 +1,219 @@
+// nixlAgent: prepared lists, transfer requests, telemetry and notifications.
+
+#include <chrono>
+
+#include "compat.hpp"
+
+using namespace nixl::compat;
+
+namespace {
+
+/// NIXL's notification precedence: `notif` when engaged, else `notifMsg` when `hasNotif`.
+std::optional<std::string> notif_of(const nixl_opt_args_t* x) {
+  if (x == nullptr) return std::nullopt;
+  if (x->notif) return *x->notif;
+  if (x->hasNotif) return x->notifMsg;
+  return std::nullopt;
+}
+
+/// makeXferReq: merges unless skipDescMerge, no customParam. createXferReq (`one_shot`): NIXL
+/// never merges there (telemetry's descCount is the caller's count) and passes customParam on.
+nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool one_shot) {
+  nixl::xfer_options o;
+  o.backends = d.options(x).backends;
+  o.notif = notif_of(x);
+  o.skip_merge = one_shot || (x != nullptr && x->skipDescMerge);
+  if (one_shot && x != nullptr) o.custom = x->customParam;
+  return o;
+}
+
+/// Owns a new request handle until it is registered with its agent.
+nixl_status_t hand_out(nixlAgentData& d, std::unique_ptr<nixlXferReqH> h, nixlXferReqH*& out) {
+  d.keep(h.get());
+  out = h.release();
+  return NIXL_SUCCESS;
+}
+
+}  // namespace
+
+// Prepared lists
+
+nixl_status_t nixlAgent::prepXferDlist(const std::string& agent_name,
+                                       const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
+                                       const nixl_opt_args_t* extra_params) const {
+  std::unique_ptr<nixlDlistH> h;
+  const auto s = guarded("prepXferDlist", [&] {
+    h = std::make_unique<nixlDlistH>(data.get());
+    h->list = data->agent().prepare_list(agent_name, to_core(descs), data->options(extra_params));
+    data->keep(h.get());
+  });
+  if (s == NIXL_SUCCESS) dlist_hndl = h.release();
+  return s;
+}
+
+nixl_status_t nixlAgent::prepXferDlist(const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
+                                       const nixl_opt_args_t* extra_params) const {
+  return prepXferDlist(NIXL_INIT_AGENT, descs, dlist_hndl, extra_params);
+}
+
+nixl_status_t nixlAgent::releasedDlistH(nixlDlistH* dlist_hndl) const {
+  if (dlist_hndl == nullptr || dlist_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  data->forget(dlist_hndl);
+  delete dlist_hndl;
+  return NIXL_SUCCESS;
+}
+
+// Requests
+
+nixl_status_t nixlAgent::makeXferReq(const nixl_xfer_op_t& operation, const nixlDlistH* local_side,
+                                     const std::vector<int>& local_indices,
+                                     const nixlDlistH* remote_side,
+                                     const std::vector<int>& remote_indices,
+                                     nixlXferReqH*& req_hndl,
+                                     const nixl_opt_args_t* extra_params) const {
+  if (local_side == nullptr || remote_side == nullptr || local_side->owner != data.get() ||
+      remote_side->owner != data.get())
+    return NIXL_ERR_INVALID_PARAM;
+  if (!local_side->list.is_local() || remote_side->list.is_local()) {
+    nixl::log::error(
+        "makeXferReq: the local side must be prepared for NIXL_INIT_AGENT and the remote side "
+        "for a remote agent (or this agent's own name)");
+    return NIXL_ERR_INVALID_PARAM;
+  }
+  std::unique_ptr<nixlXferReqH> h;
+  const auto s = guarded("makeXferReq", [&] {
+    const auto op = op_of(operation);
+    // NIXL's makeXferReq does not pass customParam on.
+    auto o = xfer_opts(*data, extra_params, false);
+    h = std::make_unique<nixlXferReqH>(data.get());
+    h->req = data->agent().make_request(op, local_side->list, local_indices, remote_side->list,
+                                        remote_indices, o);
+  });
+  if (s != NIXL_SUCCESS) return s;
+  return guarded("makeXferReq", [&] { hand_out(*data, std::move(h), req_hndl); });
+}
+
+nixl_status_t nixlAgent::createXferReq(const nixl_xfer_op_t& operation,
+                                       const nixl_xfer_dlist_t& local_descs,
+                                       const nixl_xfer_dlist_t& remote_descs,
+                                       const std::string& remote_agent, nixlXferReqH*& req_hndl,
+                                       const nixl_opt_args_t* extra_params) const {
+  std::unique_ptr<nixlXferReqH> h;
+  const auto s = guarded("createXferReq", [&] {
+    const auto op = op_of(operation);
+    auto o = xfer_opts(*data, extra_params, true);
+    h = std::make_unique<nixlXferReqH>(data.get());
+    h->req = data->agent().create_request(op, to_core(local_descs), to_core(remote_descs),
+                                          remote_agent, o);
+  });
+  if (s != NIXL_SUCCESS) return s;
+  return guarded("createXferReq", [&] { hand_out(*data, std::move(h), req_hndl); });
+}
+
+nixl_status_t nixlAgent::estimateXferCost(const nixlXferReqH* req_hndl,
+                                          std::chrono::microseconds& duration,
+                                          std::chrono::microseconds& err_margin,
+                                          nixl_cost_t& method,
+                                          const nixl_opt_args_t* extra_params) const {
+  (void)extra_params;
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  std::optional<std::chrono::microseconds> e;
+  const auto s =
+      guarded("estimateXferCost", [&] { e = data->agent().estimate_cost(req_hndl->req); });
+  if (s != NIXL_SUCCESS) return s;
+  if (!e) return NIXL_ERR_NOT_SUPPORTED;
+  duration = *e;
+  err_margin = std::chrono::microseconds(0);
+  method = nixl_cost_t::ANALYTICAL_BACKEND;
+  return NIXL_SUCCESS;
+}
+
+// The hot path: one owner check, then the core request's post or status.
+
+nixl_status_t nixlAgent::postXferReq(nixlXferReqH* req_hndl,
+                                     const nixl_opt_args_t* extra_params) const {
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) [[unlikely]]
+    return NIXL_ERR_INVALID_PARAM;
+  if (extra_params == nullptr) return to_nixl(req_hndl->req.post());
+  // With arguments, their notification replaces the stored one (none clears it), as in NIXL.
+  if (extra_params->notif)
+    return to_nixl(req_hndl->req.post(nixl::notif_arg{*extra_params->notif}));
+  if (extra_params->hasNotif)
+    return to_nixl(req_hndl->req.post(nixl::notif_arg{extra_params->notifMsg}));
+  return to_nixl(req_hndl->req.post(nixl::notif_arg{}));
+}
+
+nixl_status_t nixlAgent::getXferStatus(nixlXferReqH* req_hndl) const {
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) [[unlikely]]
+    return NIXL_ERR_INVALID_PARAM;
+  return to_nixl(req_hndl->req.status());
+}
+
+nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
+                                          nixl_xfer_telem_t& telemetry) const {
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  nixl::xfer_telemetry t{};
+  const auto s = req_hndl->req.telemetry(t);
+  if (s != nixl::status::success) return to_nixl(s);
+  telemetry.startTime = t.start;
+  telemetry.postDuration = t.post_duration;
+  telemetry.xferDuration = t.xfer_duration;
+  telemetry.totalBytes = t.total_bytes;
+  telemetry.descCount = t.desc_count;
+  return NIXL_SUCCESS;
+}
+
+nixl_status_t nixlAgent::queryXferBackend(const nixlXferReqH* req_hndl,
+                                          nixlBackendH*& backend) const {
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  return guarded("queryXferBackend", [&] {
+    auto* b = data->backend(req_hndl->req.backend_name());
+    if (b == nullptr)
+      nixl::raise(nixl::status::not_found, "queryXferBackend: the request holds no backend");
+    backend = b;
+  });
+}
+
+nixl_status_t nixlAgent::releaseXferReq(nixlXferReqH* req_hndl) const {
+  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  const auto s = req_hndl->req.release();
+  if (s == nixl::status::repost_active) {
+    nixl::log::error(
+        "releaseXferReq: the backend could not cancel the transfer in flight; the handle stays "
+        "valid, wait for it to finish and release again");
+    return NIXL_ERR_REPOST_ACTIVE;
+  }
+  data->forget(req_hndl);
+  delete req_hndl;
+  return NIXL_SUCCESS;
+}
+
+// Memory views (GPU device API)
+
+nixl_status_t nixlAgent::prepMemView(const nixl_remote_dlist_t&, nixlMemViewH&,
+                                     const nixl_opt_args_t*) const {
+  nixl::log::error("prepMemView: the GPU device API is not part of this build");
+  return NIXL_ERR_NOT_SUPPORTED;
+}
+
+nixl_status_t nixlAgent::prepMemView(const nixl_local_dlist_t&, nixlMemViewH&,
+                                     const nixl_opt_args_t*) const {
+  nixl::log::error("prepMemView: the GPU device API is not part of this build");
+  return NIXL_ERR_NOT_SUPPORTED;
+}
+
+void nixlAgent::releaseMemView(nixlMemViewH) const {}
+
+// Notifications
+
+nixl_status_t nixlAgent::getNotifs(nixl_notifs_t& notif_map, const nixl_opt_args_t* extra_params) {
+  // nixl_notifs_t and the core's notif_map are the same type: new messages are appended.
+  return guarded("getNotifs",
+                 [&] { data->agent().notifications(notif_map, data->options(extra_params)); });
+}
+
+nixl_status_t nixlAgent::genNotif(const std::string& remote_agent, const nixl_blob_t& msg,
+                                  const nixl_opt_args_t* extra_params) const {
+  return guarded("genNotif",
+                 [&] { data->agent().notify(remote_agent, msg, data->options(extra_params)); });
+}

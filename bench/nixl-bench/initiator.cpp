@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -154,7 +155,12 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
                       rows, nb::best_of(nixl_runs));
 
   if (o.output_format == "csv") {
-    nb::write_csv("/dev/stdout", info, rows);
+    // through stdout itself: a fresh open of /dev/stdout would truncate a redirected file,
+    // and with it whatever UCX or the logger wrote there before
+    std::fflush(stdout);
+    std::cout.flush();
+    nb::write_csv(std::cout, info, rows);
+    std::cout.flush();
   } else if (o.output_format == "json") {
     fmt::print("{}\n", nb::to_json(info, rows).dump(2));
   }

@@ -2,7 +2,7 @@
 # nixl-bench between two sandbox hosts (tests/multihost/sandbox.sh: separate network, IPC, PID,
 # UTS and mount namespaces joined by a bridge), with its baselines in the same run and the same
 # pair of hosts: iperf3 (one TCP stream), UCX's own ucx_perftest (ucp_put_bw for WRITE,
-# ucp_get_bw for READ, one operation in flight as a request of nixl-bench is) and NIXL's
+# ucp_get for READ, one operation in flight as a request of nixl-bench is) and NIXL's
 # nixlbench (../shared/peers/nixl-1.4). Rounds alternate them, so that the machine's load hits
 # them alike.
 #
@@ -12,8 +12,8 @@
 # packed nixlbench), OPS (default "WRITE READ"), ITER (num_iter, default 1000), DEPTH (when set,
 # nixl-bench also runs WRITE with --pipeline_depth DEPTH), ETCD=1 (nixl-bench meets through an
 # etcd on the target host instead of the listener), START (first block size, default 4K),
-# NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), UCX_PERFTEST (its
-# binary, default the one of the UCX nixl-bench loads), PERFTEST_TLS (UCX_TLS for ucx_perftest,
+# NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
+# default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp). UCX_* variables reach both benchmarks.
 # Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt}
 # and prints a summary per op.
@@ -26,7 +26,7 @@ bench=${NIXL_BENCH:-$root/build/ci/bench/nixl-bench/nixl-bench}
 peer=${NIXLBENCH_DIR:-$root/../shared/peers/nixl-1.4}
 ops=${OPS:-${OP:-WRITE READ}}
 iter=${ITER:-1000}
-perftest=${UCX_PERFTEST:-}
+perftest=${PERFTEST:-}
 if [[ -z $perftest ]]; then
   ucp=$(ldd "$bench" 2>/dev/null | awk '/libucp/ {print $3}')
   [[ -n $ucp ]] && perftest=$(dirname "$(dirname "$ucp")")/bin/ucx_perftest
@@ -114,7 +114,7 @@ run_op() {
 # operation in flight, the same sizes as the sweep.
 perftest_op() {
   local r=$1 op=$2 test=ucp_put_bw f="$out/$1-$2-perftest.txt"
-  [[ $op == READ ]] && test=ucp_get_bw
+  [[ $op == READ ]] && test=ucp_get
   : >"$f"
   [[ -n "${NO_PERFTEST:-}" || -z $perftest ]] && return 0
   local b n

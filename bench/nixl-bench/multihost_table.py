@@ -7,7 +7,6 @@ TCP rate (best round), in GB/s (10^9 B/s), and the ratios the goals are stated i
 With DEPTH, the WRITE table gains nixl-bench's run with --pipeline_depth DEPTH.
 """
 
-import csv
 import json
 import sys
 
@@ -19,10 +18,24 @@ def iperf3(path):
 
 
 def nixl_bench(path):
+    """nixl-bench's CSV; UCX writes its own warnings to the same stdout, so lines before the
+    header and lines that are not rows of it are skipped."""
+    with open(path, errors="replace") as f:
+        lines = f.read().splitlines()
+    head = next((l for l in lines if l.startswith("backend,")), None)
+    if head is None:
+        return {}
+    names = head.split(",")
     out = {}
-    with open(path) as f:
-        for r in csv.DictReader(f):
+    for line in lines:
+        w = line.split(",")
+        if len(w) != len(names) or line is head or "UCX " in line:
+            continue
+        r = dict(zip(names, w))
+        try:
             out[int(r["block_size"])] = (float(r["gbps"]), float(r["avg_lat_us"]))
+        except ValueError:
+            pass
     return out
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs nixl-bench (and, if given, nixl_micro_bench) with every shared library it loads, the
+# Packs nixl-bench (and any more binaries given) with every shared library they load, the
 # dynamic loader and UCX's transport modules into one folder. That folder runs on another
 # x86-64 Linux machine that lacks those libraries, such as the GPU machine of
 # docs/performance.md:
@@ -40,4 +40,17 @@ export UCX_MODULE_DIR=$d/ucx
 exec "$d/lib/ld-linux-x86-64.so.2" --library-path "$d/lib" "$d/nixl-bench" "$@"
 SH
 chmod +x "$dest/nixl-bench.sh"
+# bin/NAME runs each packed binary the same way, for a PATH of its own (multihost.sh calls
+# iperf3 and ip by name): bench/nixl-bench/pack.sh DEST nixl-bench ucx_perftest iperf3 ip
+mkdir -p "$dest/bin"
+for bin in "$@"; do
+  name=$(basename "$bin")
+  cat >"$dest/bin/$name" <<SH
+#!/usr/bin/env bash
+d=\$(cd "\$(dirname "\$0")/.." && pwd)
+export UCX_MODULE_DIR=\$d/ucx
+exec "\$d/lib/ld-linux-x86-64.so.2" --library-path "\$d/lib" "\$d/$name" "\$@"
+SH
+  chmod +x "$dest/bin/$name"
+done
 du -sh "$dest"

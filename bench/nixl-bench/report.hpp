@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -71,8 +72,7 @@ inline void print_row(std::FILE* f, const row& r) {
   std::fflush(f);
 }
 
-inline void write_csv(const std::string& path, const run_info& info, const std::vector<row>& rows) {
-  std::ofstream o(path);
+inline void write_csv(std::ostream& o, const run_info& info, const std::vector<row>& rows) {
   o << "backend,op,initiator_seg,target_seg,processes,threads,mode,scatter,block_size,batch_size,"
        "iterations,gbps,avg_lat_us,avg_prep_us,p99_prep_us,avg_post_us,p99_post_us,avg_tx_us,"
        "p99_tx_us,descs,baseline,baseline_gbps,baseline_tx_us,ratio,checked\n";
@@ -85,6 +85,11 @@ inline void write_csv(const std::string& path, const run_info& info, const std::
         r.prep.p99, r.post.avg, r.post.p99, r.tx.avg, r.tx.p99, r.descs, info.baseline, r.base_gbps,
         r.base_us, r.base_gbps > 0 ? fmt::format("{:.4f}", r.gbps / r.base_gbps) : "",
         r.checked ? 1 : 0);
+}
+
+inline void write_csv(const std::string& path, const run_info& info, const std::vector<row>& rows) {
+  std::ofstream o(path);
+  write_csv(o, info, rows);
   if (!o) throw std::runtime_error("cannot write " + path);
 }
 

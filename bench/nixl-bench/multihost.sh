@@ -14,7 +14,8 @@
 # etcd on the target host instead of the listener), START (first block size, default 4K),
 # NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
-# default tcp). UCX_* variables reach both benchmarks.
+# default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
+# "--backend_params ucx_error_handling_mode=peer"). UCX_* variables reach both benchmarks.
 # Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt}
 # and prints a summary per op.
 set -euo pipefail
@@ -73,21 +74,21 @@ fi
 # One op of one round: nixl-bench (with --pipeline_depth when $depth is set), ucx_perftest and
 # NIXL's nixlbench.
 run_op() {
-  local r=$1 op=$2 depth=${3:-} tag=$2 extra=()
+  local r=$1 op=$2 depth=${3:-} tag=$2 extra=(${BENCH_ARGS:-})
   if [[ -n $depth ]]; then
     tag=$op-depth$depth
-    extra=(--pipeline_depth "$depth")
+    extra+=(--pipeline_depth "$depth")
   fi
   # nixl-bench: target on host 1, initiator on host 0
   if [[ -n "$etcd_url" ]]; then
-    in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" \
+    in_host 1 "$bench" --role target --etcd_endpoints "$etcd_url" "${sizes[@]}" ${BENCH_ARGS:-} \
       >"$out/$r-$tag-nixl-bench.target.log" 2>&1 &
     tgt=$!
     wait_target "$out/$r-$tag-nixl-bench.target.log"
     in_host 0 "$bench" --role initiator --etcd_endpoints "$etcd_url" --op_type "$op" \
       "${sizes[@]}" "${extra[@]}" --output_format csv >"$out/$r-$tag-nixl-bench.csv" 2>"$out/$r-$tag-nixl-bench.err"
   else
-    in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" \
+    in_host 1 "$bench" --role target --listen_address "$a1" --port 5555 "${sizes[@]}" ${BENCH_ARGS:-} \
       >"$out/$r-$tag-nixl-bench.target.log" 2>&1 &
     tgt=$!
     wait_target "$out/$r-$tag-nixl-bench.target.log"

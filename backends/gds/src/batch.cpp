@@ -131,7 +131,7 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
     p.mode = cufile::CUFILE_BATCH;
     p.u.batch.devPtr_base = c.buf;
     p.u.batch.file_offset = c.file_offset;
-    p.u.batch.devPtr_offset = 0;
+    p.u.batch.devPtr_offset = c.buf_offset;
     p.u.batch.size = c.size;
     p.fh = c.fh;
     p.opcode = req.plan.write ? cufile::CUFILE_WRITE : cufile::CUFILE_READ;

@@ -209,6 +209,14 @@ region shared_state::register_region(mem_kind kind, const reg_desc& d) {
     r.fd = static_cast<int>(d.dev);
     r.path = d.meta;
   }
+  // cuFile cannot use files on tmpfs (in compatibility mode it fails them one way or another):
+  // say so here, with the fix, rather than at the first transfer.
+  struct statfs fs {};
+  if (::fstatfs(r.fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC)
+    raise(status::invalid_param,
+          "{} register_region: fd {}{}{} is on tmpfs, which cuFile cannot use; put the file on "
+          "ext4 or xfs (such as /tmp on most hosts, not /dev/shm)",
+          who_, r.fd, r.path.empty() ? "" : " path ", r.path);
   r.fh = acquire_handle(r.fd, r.path);
   return r;
 }
@@ -283,8 +291,9 @@ void report_chunk(std::string_view who, bool write, const chunk& c, long long re
       why = std::strerror(static_cast<int>(-ret));
     log::error("{}: {} of {} bytes at file offset {} ({} 0x{:x}, descriptor {}) failed: {}", who,
                write ? "write" : "read", c.size, static_cast<long long>(c.file_offset),
-               c.device >= 0 ? "VRAM" : "DRAM", reinterpret_cast<std::uintptr_t>(c.buf), c.desc,
-               why);
+               c.device >= 0 ? "VRAM" : "DRAM",
+               reinterpret_cast<std::uintptr_t>(c.buf) + static_cast<std::uintptr_t>(c.buf_offset),
+               c.desc, why);
   } catch (...) {
   }
 }

@@ -108,8 +108,9 @@ void thread_pool::execute(job& j, std::size_t i) noexcept {
   if (!j.failed.load(std::memory_order_acquire) && !j.canceled.load(std::memory_order_acquire)) {
     if (c.device >= 0) use_device(c.device);
     errno = 0;
-    const ssize_t r = j.work.write ? lib_->cuFileWrite(c.fh, c.buf, c.size, c.file_offset, 0)
-                                   : lib_->cuFileRead(c.fh, c.buf, c.size, c.file_offset, 0);
+    const ssize_t r = j.work.write
+                          ? lib_->cuFileWrite(c.fh, c.buf, c.size, c.file_offset, c.buf_offset)
+                          : lib_->cuFileRead(c.fh, c.buf, c.size, c.file_offset, c.buf_offset);
     if (r < 0 || static_cast<std::size_t>(r) != c.size) {
       if (!j.bad_taken.exchange(true, std::memory_order_acq_rel)) {
         j.bad_chunk = i;

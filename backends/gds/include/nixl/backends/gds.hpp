@@ -84,7 +84,7 @@ class backend {
 
   peer self_peer() noexcept { return {}; }
   remote_region load_local(const region& r) const noexcept {
-    return {{r.kind, r.fd, r.fh, r.device}};
+    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
   }
   void unload_region(remote_region&) noexcept {}
 

@@ -51,11 +51,15 @@ struct remote_region {
   int fd = -1;
   cufile::CUfileHandle_t fh = nullptr;
   int device = -1;
+  const void* buf = nullptr;  // the base cuFile registered, when it did
 };
 
 /// One cuFile read or write of at most `max_request_size` bytes.
+/// The buffer is given to cuFile as the base it registered and an offset from it (as cuFile asks
+/// for registered buffers), or as its own address and offset 0 when it is not registered.
 struct chunk {
   void* buf;
+  off_t buf_offset;
   off_t file_offset;
   std::size_t size;
   cufile::CUfileHandle_t fh;
@@ -156,6 +160,9 @@ plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Regi
     const cufile::CUfileHandle_t fh = file_remote ? r.region->fh : l.region->fh;
     const int device = file_remote ? (l.region != nullptr ? l.region->device : -1)
                                    : (r.region != nullptr ? r.region->device : -1);
+    const void* reg = file_remote ? (l.region != nullptr ? l.region->buf : nullptr)
+                                  : (r.region != nullptr ? r.region->buf : nullptr);
+    const auto reg_base = reinterpret_cast<std::uintptr_t>(reg);
     const bool w = (op == xfer_op::read) != file_remote;  // READ with the file remote: file -> mem
     if (write && *write != w)
       raise(status::invalid_param,
@@ -169,7 +176,10 @@ plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Regi
             i, fil.addr);
     for (std::size_t off = 0; off < mem.len; off += max_request) {
       const std::size_t n = std::min(max_request, mem.len - off);
-      p.chunks.push_back(chunk{reinterpret_cast<void*>(mem.addr + off),
+      const std::uintptr_t at = mem.addr + off;
+      const bool in_reg = reg != nullptr && at >= reg_base;
+      p.chunks.push_back(chunk{reinterpret_cast<void*>(in_reg ? reg_base : at),
+                               static_cast<off_t>(in_reg ? at - reg_base : 0),
                                static_cast<off_t>(fil.addr + off), n, fh, device,
                                static_cast<std::uint32_t>(i)});
     }

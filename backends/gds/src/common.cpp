@@ -112,7 +112,7 @@ region::~region() {
 shared_state::shared_state(std::string_view who, std::string_view agent, std::string_view path)
     : who_(who),
       agent_(agent),
-      lib_(&cufile::library::load(cufile::library_path(path))),
+      lib_(&cufile::library::load(cufile::library_path(path), who)),
       driver_(*lib_) {}
 
 shared_state::~shared_state() {

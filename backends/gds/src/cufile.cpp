@@ -22,13 +22,13 @@ std::mutex& load_mutex() {
 }
 
 template <class F>
-void bind(void* h, F& slot, const char* sym, const std::string& path) {
+void bind(void* h, F& slot, const char* sym, const std::string& path, std::string_view who) {
   void* p = ::dlsym(h, sym);
   if (p == nullptr)
     raise(status::backend,
-          "GDS: libcufile at '{}' has no symbol {}; it is not a cuFile library this backend "
+          "{}: libcufile at '{}' has no symbol {}; it is not a cuFile library this backend "
           "knows (it needs cuFile 1.6 or later)",
-          path, sym);
+          who, path, sym);
   slot = reinterpret_cast<F>(p);
 }
 
@@ -121,7 +121,7 @@ std::string library_path(std::string_view param) {
   return "libcufile.so.0";
 }
 
-const library& library::load(std::string_view path_in) {
+const library& library::load(std::string_view path_in, std::string_view who) {
   std::lock_guard g(load_mutex());
   // Tables live for the process: entry points stay valid while any backend holds one.
   static std::map<std::string, library, std::less<>> loaded;
@@ -132,26 +132,26 @@ const library& library::load(std::string_view path_in) {
   if (h == nullptr) {
     const char* why = ::dlerror();
     raise(status::backend,
-          "GDS: libcufile not found ({}: {}); install cuFile (libcufile of the CUDA toolkit), "
+          "{}: libcufile not found ({}: {}); install cuFile (libcufile of the CUDA toolkit), "
           "add its folder to LD_LIBRARY_PATH, or name the library with the backend parameter "
           "cufile_path or NIXL_CUFILE_PATH",
-          path, why != nullptr ? why : "dlopen failed");
+          who, path, why != nullptr ? why : "dlopen failed");
   }
   library lib{};
   lib.path = path;
-  bind(h, lib.cuFileDriverOpen, "cuFileDriverOpen", path);
-  bind(h, lib.cuFileDriverClose, "cuFileDriverClose_v2", path);
-  bind(h, lib.cuFileHandleRegister, "cuFileHandleRegister", path);
-  bind(h, lib.cuFileHandleDeregister, "cuFileHandleDeregister", path);
-  bind(h, lib.cuFileBufRegister, "cuFileBufRegister", path);
-  bind(h, lib.cuFileBufDeregister, "cuFileBufDeregister", path);
-  bind(h, lib.cuFileRead, "cuFileRead", path);
-  bind(h, lib.cuFileWrite, "cuFileWrite", path);
-  bind(h, lib.cuFileBatchIOSetUp, "cuFileBatchIOSetUp", path);
-  bind(h, lib.cuFileBatchIOSubmit, "cuFileBatchIOSubmit", path);
-  bind(h, lib.cuFileBatchIOGetStatus, "cuFileBatchIOGetStatus", path);
-  bind(h, lib.cuFileBatchIOCancel, "cuFileBatchIOCancel", path);
-  bind(h, lib.cuFileBatchIODestroy, "cuFileBatchIODestroy", path);
+  bind(h, lib.cuFileDriverOpen, "cuFileDriverOpen", path, who);
+  bind(h, lib.cuFileDriverClose, "cuFileDriverClose_v2", path, who);
+  bind(h, lib.cuFileHandleRegister, "cuFileHandleRegister", path, who);
+  bind(h, lib.cuFileHandleDeregister, "cuFileHandleDeregister", path, who);
+  bind(h, lib.cuFileBufRegister, "cuFileBufRegister", path, who);
+  bind(h, lib.cuFileBufDeregister, "cuFileBufDeregister", path, who);
+  bind(h, lib.cuFileRead, "cuFileRead", path, who);
+  bind(h, lib.cuFileWrite, "cuFileWrite", path, who);
+  bind(h, lib.cuFileBatchIOSetUp, "cuFileBatchIOSetUp", path, who);
+  bind(h, lib.cuFileBatchIOSubmit, "cuFileBatchIOSubmit", path, who);
+  bind(h, lib.cuFileBatchIOGetStatus, "cuFileBatchIOGetStatus", path, who);
+  bind(h, lib.cuFileBatchIOCancel, "cuFileBatchIOCancel", path, who);
+  bind(h, lib.cuFileBatchIODestroy, "cuFileBatchIODestroy", path, who);
   // The handle is never closed: a table handed out stays valid for the process.
   return loaded.emplace(path, std::move(lib)).first->second;
 }

@@ -113,9 +113,9 @@ struct library {
   std::string path;  // what was opened
 
   /// The library at `path` (a soname or a file), opened once per process and never closed.
-  /// Throws `nixl::error(backend)` "libcufile not found (...)" when it cannot be opened, or
-  /// naming the first missing symbol.
-  static const library& load(std::string_view path);
+  /// Throws `nixl::error(backend)` "<who>: libcufile not found (...)" when it cannot be opened,
+  /// or naming the first missing symbol.
+  static const library& load(std::string_view path, std::string_view who = "GDS");
 };
 
 /// The library path to use: `param` when given, else `$NIXL_CUFILE_PATH`, else

@@ -31,4 +31,12 @@ baseline_result cuda_baseline(nixl::mem_kind lk, nixl::mem_kind tk, const nb::la
                               const nb::point& p, bool read, int lgpu, int tgpu);
 #endif
 
+#if defined(NIXL_BENCH_GDS)
+/// Direct cuFileRead/cuFileWrite of the same blocks between `base` (DRAM or VRAM of GPU `gpu`)
+/// and the file at `path`, one call per block on one thread, with the point's iteration counts
+/// (cufile_baseline.cpp; no baseline, with a message, when cuFile is missing or refuses).
+baseline_result cufile_baseline(const std::string& path, std::uintptr_t base, nixl::mem_kind kind,
+                                int gpu, const nb::layout& lay, const nb::point& p, bool read);
+#endif
+
 }  // namespace nixl_bench

@@ -22,6 +22,12 @@ nixl::params backend_params(const options& o) {
     else
       fail("--posix_api_type must be URING, AIO or POSIX");
   }
+  if (o.backend == "GDS" && o.gds_batch_pool_size > 0)
+    p["batch_pool_size"] = std::to_string(o.gds_batch_pool_size);
+  if (o.backend == "GDS" && o.gds_batch_limit > 0)
+    p["batch_limit"] = std::to_string(o.gds_batch_limit);
+  if (o.backend == "GDS_MT" && o.gds_mt_num_threads > 0)
+    p["thread_count"] = std::to_string(o.gds_mt_num_threads);
   for (const auto& kv : o.backend_params) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) fail("--backend_params entry '" + kv + "' is not KEY=VALUE");
@@ -37,8 +43,8 @@ void add_options(CLI::App& app, options& o) {
   auto size_opt = [&](const char* name, std::size_t& v, const char* help) {
     app.add_option(name, v, help)->transform(CLI::AsSizeValue(false));
   };
-  app.add_option("--backend", o.backend, "UCX, POSIX or CUDA")
-      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA"}));
+  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS or GDS_MT")
+      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT"}));
   app.add_option("--initiator_seg_type", o.initiator_seg_type, "DRAM or VRAM")
       ->check(CLI::IsMember({"DRAM", "VRAM"}));
   app.add_option("--target_seg_type", o.target_seg_type, "DRAM, VRAM or FILE")
@@ -106,13 +112,18 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--filepath", o.filepath, "folder of the target file (FILE)");
   app.add_option("--posix_api_type", o.posix_api_type, "URING, AIO or POSIX")
       ->check(CLI::IsMember({"URING", "AIO", "POSIX"}));
+  app.add_option("--gds_batch_pool_size", o.gds_batch_pool_size, "GDS: batch handles (16)");
+  app.add_option("--gds_batch_limit", o.gds_batch_limit, "GDS: entries per batch handle (128)");
+  app.add_option("--gds_mt_num_threads", o.gds_mt_num_threads,
+                 "GDS_MT: threads (hardware threads / 2)");
   app.add_option("--backend_params", o.backend_params, "more backend parameters, KEY=VALUE")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--initiator_gpu", o.initiator_gpu, "GPU of initiator VRAM");
   app.add_option("--target_gpu", o.target_gpu, "GPU of target VRAM");
   app.add_option("--baseline", o.baseline,
-                 "auto (memcpy for DRAM, fio for FILE, cuda for VRAM), memcpy, fio, cuda, none")
-      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cuda", "none"}));
+                 "auto (memcpy for DRAM, fio for FILE, cufile for GDS and GDS_MT, cuda for VRAM), "
+                 "memcpy, fio, cufile, cuda, none")
+      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cufile", "cuda", "none"}));
   app.add_option("--fio_runtime", o.fio_runtime, "seconds of each fio baseline run")
       ->check(CLI::PositiveNumber);
   app.add_option("--output_format", o.output_format, "table, csv or json on stdout")
@@ -138,17 +149,26 @@ void validate(options& o) {
   if (o.initiator_kind() == nixl::mem_kind::file)
     fail("--initiator_seg_type FILE: use DRAM or VRAM");
   const bool file = tk == nixl::mem_kind::file;
-  if (file && o.backend != "POSIX") fail("--target_seg_type FILE needs --backend POSIX");
+  const bool gds = o.backend == "GDS" || o.backend == "GDS_MT";
+  if (file && o.backend != "POSIX" && !gds)
+    fail("--target_seg_type FILE needs --backend POSIX, GDS or GDS_MT");
   if (o.backend == "POSIX" && !file)
     fail("--backend POSIX moves DRAM to and from files: add --target_seg_type FILE");
+  if (gds && !file)
+    fail("--backend " + o.backend +
+         " moves DRAM or VRAM to and from files: add --target_seg_type FILE");
+  if (o.backend == "POSIX" && o.initiator_kind() == nixl::mem_kind::vram)
+    fail("--backend POSIX moves DRAM only: use --backend GDS or GDS_MT for VRAM");
   if (o.processes == 0) o.processes = o.local_only() ? 1 : 2;
   if (o.local_only() && o.processes != 1)
-    fail("--backend POSIX works within one process (--processes 1)");
+    fail("--backend " + o.backend + " works within one process (--processes 1)");
   if (!o.etcd_endpoints.empty() && o.role.empty())
     fail("--etcd_endpoints is for --role target / --role initiator (two commands)");
   if (!o.role.empty()) o.processes = 2;
   if (o.baseline == "auto") {
-    if (file)
+    if (file && gds)
+      o.baseline = "cufile";
+    else if (file)
       o.baseline = "fio";
     else if (o.initiator_kind() == nixl::mem_kind::vram || tk == nixl::mem_kind::vram)
       o.baseline = "cuda";
@@ -158,6 +178,10 @@ void validate(options& o) {
 #if !defined(NIXL_BENCH_CUDA)
   if (o.baseline == "cuda") o.baseline = "none";
 #endif
+#if !defined(NIXL_BENCH_GDS)
+  if (o.baseline == "cufile") o.baseline = "none";
+#endif
+  if (o.baseline == "cufile" && !file) o.baseline = "none";
   if (o.baseline == "memcpy" && o.initiator_kind() != nixl::mem_kind::dram) o.baseline = "none";
   if (o.pipeline_depth > 1 && o.xfer_mode != "repost")
     fail("--pipeline_depth needs --xfer_mode repost (requests made once, reposted)");

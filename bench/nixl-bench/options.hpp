@@ -61,6 +61,9 @@ struct options {
   std::string etcd_endpoints;  // --role: meet through etcd instead of the listener
   std::string filepath = "/tmp";
   std::string posix_api_type = "URING";
+  unsigned gds_batch_pool_size = 0;  // 0: the backend's default
+  unsigned gds_batch_limit = 0;
+  unsigned gds_mt_num_threads = 0;
   std::vector<std::string> backend_params;
   int initiator_gpu = 0;
   int target_gpu = 0;
@@ -90,7 +93,7 @@ struct options {
            static_cast<std::size_t>(pipeline_depth);
   }
   std::size_t buffer_size() const { return per_thread() * static_cast<std::size_t>(num_threads); }
-  bool local_only() const { return backend == "POSIX"; }
+  bool local_only() const { return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT"; }
 };
 
 [[noreturn]] inline void fail(const std::string& msg) {

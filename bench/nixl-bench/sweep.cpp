@@ -307,6 +307,17 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
       row.base_us = b.us;
     }
   }
+#if defined(NIXL_BENCH_GDS)
+  else if (o.baseline == "cufile") {
+    if (auto* lt = dynamic_cast<local_target*>(&tgt);
+        lt && lt->seg().kind() == nixl::mem_kind::file) {
+      auto b = cufile_baseline(lt->seg().path(), local.base(), local.kind(), o.initiator_gpu, lay,
+                               bp, op == nixl::xfer_op::read);
+      row.base_gbps = b.gbps;
+      row.base_us = b.us;
+    }
+  }
+#endif
 #if defined(NIXL_BENCH_CUDA)
   else if (o.baseline == "cuda") {
     auto b = cuda_baseline(local.kind(), tgt.kind(), lay, bp, op == nixl::xfer_op::read,

@@ -30,6 +30,10 @@
 #if defined(NIXL_HAS_CUDA)
 #include <nixl/backends/cuda.hpp>
 #endif
+#if defined(NIXL_HAS_GDS)
+#include <nixl/backends/gds.hpp>
+#include <nixl/backends/gds_mt.hpp>
+#endif
 #if defined(NIXL_HAS_METADATA)
 #include <nixl/metadata/exchange.hpp>
 #endif
@@ -74,11 +78,16 @@ using enabled_cuda = type_list<cuda::backend>;
 #else
 using enabled_cuda = type_list<>;
 #endif
+#if defined(NIXL_HAS_GDS)
+using enabled_gds = type_list<gds::backend, gds_mt::backend>;
+#else
+using enabled_gds = type_list<>;
+#endif
 }  // namespace detail
 
-/// The backends this program links, in the order UCX, POSIX, CUDA.
-using enabled_backends =
-    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda>::type;
+/// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT.
+using enabled_backends = typename detail::concat<detail::enabled_ucx, detail::enabled_posix,
+                                                 detail::enabled_cuda, detail::enabled_gds>::type;
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

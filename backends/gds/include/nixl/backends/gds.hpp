@@ -1,0 +1,135 @@
+#pragma once
+/// The GDS backend (NIXL name "GDS"): DRAM and VRAM <-> FILE on this host through cuFile's
+/// batch API. Local only: an agent transfers to itself, with the file list on the remote side.
+///
+/// cuFile is loaded at run time (libcufile.so.0; `cufile_path` or `$NIXL_CUFILE_PATH` name
+/// another); without it creating the backend throws "libcufile not found". Descriptors are cut
+/// into chunks of at most `max_request_size` bytes, which a request submits on cuFile batch
+/// handles of `batch_limit` entries taken from a pool of `batch_pool_size`: as many as it needs
+/// and are free, reusing them as batches complete. A post that finds no handle free returns
+/// `status::backend` at once ("batch pool exhausted" in the log), never waits.
+///
+/// FILE registration: the file descriptor as `dev`, or NIXL's path mode in `meta`,
+/// `"<ro|rw>[,direct][,sync][,noatime][,create]:<path>"` (opened here, closed at
+/// deregistration). `len == 0` means unbounded. READ moves file -> memory, WRITE memory -> file.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nixl/backends/gds/config.hpp>
+#include <nixl/backends/gds/detail/batch.hpp>
+#include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/concepts.hpp>
+#include <nixl/memory.hpp>
+#include <nixl/status.hpp>
+
+namespace nixl::gds {
+
+/// DRAM or VRAM with FILE, in either orientation of local and remote.
+constexpr bool moves_file(mem_kind local, mem_kind remote) noexcept {
+  auto mem = [](mem_kind k) { return k == mem_kind::dram || k == mem_kind::vram; };
+  return (mem(local) && remote == mem_kind::file) || (local == mem_kind::file && mem(remote));
+}
+
+/// The GDS backend: cuFile batches.
+class backend {
+ public:
+  static constexpr std::string_view name = "GDS";
+  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::vram_t, nixl::file_t>;
+  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
+    return moves_file(local, remote);
+  }
+
+  using config = gds::config;
+  static nixl::params default_params();
+
+  /// A registered range (each backend has its own type, so that GDS and GDS_MT can share an
+  /// agent).
+  struct region : detail::region {
+    region() = default;
+    region(detail::region&& r) noexcept : detail::region(std::move(r)) {}
+  };
+  /// The same range as a transfer target of the agent itself.
+  struct remote_region : detail::remote_region {};
+  struct peer {};
+  /// A request's chunks and the batch handles it holds while in flight.
+  struct request {
+    detail::plan plan;
+    std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
+    std::size_t next = 0;                    // first chunk not submitted yet
+    std::size_t done = 0;                    // chunks complete
+    detail::phase phase = detail::phase::idle;
+  };
+
+  /// Loads cuFile, opens its driver and sets up the batch pool. Throws `nixl::error(backend)`
+  /// "libcufile not found (...)" without the library, or naming the cuFile call that failed.
+  backend(const config& cfg, const nixl::backend_context& ctx);
+  ~backend();
+  backend(backend&&) noexcept;
+  backend& operator=(backend&&) noexcept;
+
+  /// DRAM: tries a cuFile buffer registration (a failure only costs speed). VRAM: registers the
+  /// buffer on GPU `dev`. FILE: checks the descriptor (or opens the path-mode file) and
+  /// registers it with cuFile once per descriptor. Throws `nixl::error(invalid_param)` for a
+  /// closed descriptor or a path that cannot be opened, `nixl::error(backend)` when cuFile
+  /// refuses (a file on tmpfs, for one).
+  region register_region(mem_kind kind, const nixl::reg_desc& d);
+  void deregister_region(region& r) noexcept;
+
+  peer self_peer() noexcept { return {}; }
+  remote_region load_local(const region& r) const noexcept {
+    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
+  }
+  void unload_region(remote_region&) noexcept {}
+
+  /// Cuts the descriptor pairs into chunks. Throws `nixl::error(invalid_param)` when a pair is
+  /// not memory <-> file, or while the request is in flight (`repost_active`).
+  void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+               std::span<const bound_desc<remote_region>> remote, peer&);
+
+  /// Submits the first batches: `in_progress`, `success` for an empty request, `backend` when
+  /// the pool has no free handle or cuFile refuses. Notifications: `not_supported`.
+  nixl::status post(request& req, nixl::notif_arg notif) noexcept;
+  /// Polls the request's batches without waiting, submits the next ones as handles free up.
+  nixl::status check(request& req) noexcept;
+  /// Cancels what is in flight and waits at most `cancel_timeout` for cuFile to give the
+  /// entries back: `success`, or `repost_active` when it did not (the request keeps them).
+  nixl::status release(request& req) noexcept;
+
+  /// For each entry: `{size, mode, mtime}` of the file (the path in `meta`, else the open
+  /// descriptor `dev`), or nullopt when it does not exist.
+  std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
+
+  /// Batch handles in the pool, and how many are free now.
+  unsigned pool_size() const noexcept;
+  std::size_t free_batches() const noexcept;
+  const config& settings() const noexcept { return cfg_; }
+
+ private:
+  nixl::status fail(request& req) noexcept;
+  bool submit(request& req, detail::batch_slot& s) noexcept;
+  nixl::status poll(request& req) noexcept;
+  bool drain(request& req) noexcept;
+
+  config cfg_;
+  std::unique_ptr<detail::shared_state> state_;
+  std::unique_ptr<detail::batch_pool> pool_;
+};
+
+static_assert(nixl::backend<backend>);
+static_assert(nixl::loopback_backend<backend>);
+static_assert(nixl::querying_backend<backend>);
+static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
+static_assert(nixl::backend_for<backend, nixl::file_t, nixl::vram_t>);
+static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::vram_t>);
+static_assert(!nixl::backend_for<backend, nixl::file_t, nixl::file_t>);
+static_assert(!nixl::remote_backend<backend>);
+
+}  // namespace nixl::gds

@@ -1,0 +1,64 @@
+#pragma once
+/// The GDS backend's engine state: a pool of cuFile batch handles, and a request's progress.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include <nixl/backends/gds/cufile.hpp>
+#include <nixl/backends/gds/detail/common.hpp>
+
+namespace nixl::gds::detail {
+
+/// One cuFile batch handle with room for `batch_limit` entries and their events.
+struct batch_slot {
+  cufile::CUfileBatchHandle_t handle = nullptr;
+  std::vector<cufile::CUfileIOParams_t> params;
+  std::vector<cufile::CUfileIOEvents_t> events;
+  std::vector<std::uint8_t> seen;  // per entry: its completion was counted
+  std::size_t first = 0;           // the request's chunk of entry 0
+  unsigned submitted = 0;
+  unsigned finished = 0;
+};
+
+/// Batch handles set up once; requests take them while in flight and give them back.
+class batch_pool {
+ public:
+  /// Sets up `size` handles of `limit` entries; throws `nixl::error(backend)` when cuFile
+  /// refuses.
+  batch_pool(const cufile::library& lib, unsigned size, unsigned limit);
+  ~batch_pool();
+  batch_pool(const batch_pool&) = delete;
+  batch_pool& operator=(const batch_pool&) = delete;
+
+  /// Up to `n` free handles, appended to `out` (whose capacity must hold them).
+  void take(std::size_t n, std::vector<batch_slot*>& out) noexcept;
+  /// Gives a handle back.
+  void give(batch_slot* s) noexcept;
+  /// Gives back a handle whose entries may still be in cuFile's hands: it is set up again, or
+  /// dropped from the pool when that fails.
+  void renew(batch_slot* s) noexcept;
+  /// Keeps a handle out of the pool for good (cuFile did not give its entries back).
+  void lose(batch_slot* s) noexcept;
+
+  unsigned size() const noexcept { return size_; }
+  unsigned limit() const noexcept { return limit_; }
+  std::size_t free_count() const noexcept;
+
+ private:
+  const cufile::library* lib_;
+  unsigned size_;
+  unsigned limit_;
+  std::vector<std::unique_ptr<batch_slot>> slots_;
+  mutable std::mutex mu_;
+  std::vector<batch_slot*> free_;
+};
+
+/// Where a GDS request stands.
+enum class phase : std::uint8_t { idle, running, done, failed };
+
+}  // namespace nixl::gds::detail

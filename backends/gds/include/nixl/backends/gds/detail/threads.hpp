@@ -1,0 +1,62 @@
+#pragma once
+/// The GDS_MT backend's engine: a pool of threads making synchronous cuFile calls, and a
+/// request's job (its chunks and progress), shared between the request and the threads so that
+/// a release that gives up waiting leaves nothing dangling.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nixl/backends/gds/detail/common.hpp>
+
+namespace nixl::gds::detail {
+
+/// A request's chunks and their progress.
+struct job {
+  plan work;
+  std::size_t claimed = 0;               // chunks handed to threads (under the pool's lock)
+  std::atomic<std::size_t> finished{0};  // chunks done, failed or skipped
+  std::atomic<bool> failed{false};
+  std::atomic<bool> canceled{false};
+  std::atomic<bool> posted{false};
+  std::size_t bad_chunk = 0;  // the first failed chunk (written once, before `failed`)
+  long long bad_ret = 0;      // what cuFile returned for it
+  std::atomic<bool> bad_taken{false};
+  job* next_queued = nullptr;  // the pool's queue
+  std::shared_ptr<job> keep;   // the queue's reference while queued
+};
+
+/// Threads taking chunks off queued jobs, front job first.
+class thread_pool {
+ public:
+  thread_pool(const cufile::library& lib, unsigned threads, std::string_view who);
+  ~thread_pool();
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  /// Queues `j` (whose shared_ptr is `self`); allocates nothing.
+  void enqueue(const std::shared_ptr<job>& self) noexcept;
+  /// Takes `j` off the queue if it is still there; its unclaimed chunks count as finished.
+  void withdraw(job& j) noexcept;
+  unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
+
+ private:
+  void run() noexcept;
+  void execute(job& j, std::size_t i) noexcept;
+
+  const cufile::library* lib_;
+  std::string who_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  job* head_ = nullptr;
+  job* tail_ = nullptr;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace nixl::gds::detail

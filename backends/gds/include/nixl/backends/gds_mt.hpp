@@ -1,0 +1,96 @@
+#pragma once
+/// The GDS_MT backend (NIXL name "GDS_MT"): DRAM and VRAM <-> FILE on this host through
+/// synchronous cuFileRead/cuFileWrite calls on a pool of `thread_count` threads. Local only.
+///
+/// Registration, path mode, chunking at `max_request_size` and the library lookup are those of
+/// GDS (gds.hpp). Each chunk is one synchronous call; a short count is an error. Releasing a
+/// request in flight drops its chunks not started and waits at most `cancel_timeout` for those
+/// running; past it the release answers `repost_active` and the chunks finish on their own.
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nixl/backends/gds.hpp>
+#include <nixl/backends/gds/config.hpp>
+#include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/backends/gds/detail/threads.hpp>
+#include <nixl/concepts.hpp>
+
+namespace nixl::gds_mt {
+
+/// The GDS_MT backend: cuFile synchronous calls on a thread pool.
+class backend {
+ public:
+  static constexpr std::string_view name = "GDS_MT";
+  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::vram_t, nixl::file_t>;
+  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
+    return gds::moves_file(local, remote);
+  }
+
+  using config = gds_mt::config;
+  static nixl::params default_params();
+
+  /// A registered range (each backend has its own type, so that GDS and GDS_MT can share an
+  /// agent).
+  struct region : gds::detail::region {
+    region() = default;
+    region(gds::detail::region&& r) noexcept : gds::detail::region(std::move(r)) {}
+  };
+  /// The same range as a transfer target of the agent itself.
+  struct remote_region : gds::detail::remote_region {};
+  struct peer {};
+  /// The request's job, shared with the threads running its chunks.
+  struct request {
+    std::shared_ptr<gds::detail::job> job;
+  };
+
+  /// Loads cuFile, opens its driver and starts the threads. Throws `nixl::error(backend)`
+  /// "libcufile not found (...)" without the library.
+  backend(const config& cfg, const nixl::backend_context& ctx);
+  ~backend();
+  backend(backend&&) noexcept;
+  backend& operator=(backend&&) noexcept;
+
+  /// As gds::backend::register_region.
+  region register_region(mem_kind kind, const nixl::reg_desc& d);
+  void deregister_region(region& r) noexcept;
+
+  peer self_peer() noexcept { return {}; }
+  remote_region load_local(const region& r) const noexcept {
+    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
+  }
+  void unload_region(remote_region&) noexcept {}
+
+  void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+               std::span<const bound_desc<remote_region>> remote, peer&);
+  /// Queues the request's chunks: `in_progress`, or `success` for an empty request.
+  nixl::status post(request& req, nixl::notif_arg notif) noexcept;
+  /// `success` once every chunk is done, `backend` once every chunk stopped after a failure.
+  nixl::status check(request& req) noexcept;
+  /// Drops chunks not started, waits at most `cancel_timeout` for the running ones.
+  nixl::status release(request& req) noexcept;
+
+  std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
+
+  unsigned thread_count() const noexcept;
+  const config& settings() const noexcept { return cfg_; }
+
+ private:
+  config cfg_;
+  std::unique_ptr<gds::detail::shared_state> state_;
+  std::unique_ptr<gds::detail::thread_pool> pool_;
+};
+
+static_assert(nixl::backend<backend>);
+static_assert(nixl::loopback_backend<backend>);
+static_assert(nixl::querying_backend<backend>);
+static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
+static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(!nixl::remote_backend<backend>);
+
+}  // namespace nixl::gds_mt

@@ -1,0 +1,335 @@
+// The GDS backend: its pool of cuFile batch handles, and requests submitted on them.
+
+#include <nixl/backends/gds.hpp>
+#include <nixl/backends/gds/check.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <nixl/log.hpp>
+
+namespace nixl::gds {
+namespace detail {
+
+batch_pool::batch_pool(const cufile::library& lib, unsigned size, unsigned limit)
+    : lib_(&lib), size_(size), limit_(limit) {
+  slots_.reserve(size);
+  free_.reserve(size);
+  try {
+    for (unsigned i = 0; i < size; ++i) {
+      auto s = std::make_unique<batch_slot>();
+      s->params.resize(limit);
+      s->events.resize(limit);
+      s->seen.resize(limit);
+      NIXL_CUFILE_CHECK_HINT(
+          lib.cuFileBatchIOSetUp(&s->handle, limit),
+          fmt::format("GDS: setting up batch handle {} of batch_pool_size {} with batch_limit "
+                      "{}; lower batch_pool_size or batch_limit (cufile.json limits them with "
+                      "io_batchsize)",
+                      i, size, limit));
+      free_.push_back(s.get());
+      slots_.push_back(std::move(s));
+    }
+  } catch (...) {
+    for (auto& s : slots_) lib.cuFileBatchIODestroy(s->handle);
+    throw;
+  }
+}
+
+batch_pool::~batch_pool() {
+  for (auto& s : slots_)
+    if (s->handle != nullptr) lib_->cuFileBatchIODestroy(s->handle);
+}
+
+void batch_pool::take(std::size_t n, std::vector<batch_slot*>& out) noexcept {
+  std::lock_guard g(mu_);
+  while (n-- > 0 && !free_.empty() && out.size() < out.capacity()) {
+    out.push_back(free_.back());
+    free_.pop_back();
+  }
+}
+
+void batch_pool::give(batch_slot* s) noexcept {
+  s->submitted = s->finished = 0;
+  std::lock_guard g(mu_);
+  free_.push_back(s);  // capacity is the pool's size: never allocates
+}
+
+void batch_pool::renew(batch_slot* s) noexcept {
+  lib_->cuFileBatchIODestroy(s->handle);
+  s->handle = nullptr;
+  if (!NIXL_CUFILE_WARN(lib_->cuFileBatchIOSetUp(&s->handle, limit_))) {
+    s->handle = nullptr;
+    lose(s);
+    return;
+  }
+  give(s);
+}
+
+void batch_pool::lose(batch_slot*) noexcept {
+  try {
+    log::error("GDS: a cuFile batch handle leaves the pool for good ({} of {} left)", free_count(),
+               size_);
+  } catch (...) {
+  }
+}
+
+std::size_t batch_pool::free_count() const noexcept {
+  std::lock_guard g(mu_);
+  return free_.size();
+}
+
+}  // namespace detail
+
+using detail::phase;
+
+backend::backend(const config& cfg, const nixl::backend_context& ctx)
+    : cfg_(cfg),
+      state_(std::make_unique<detail::shared_state>("GDS", ctx.agent_name, cfg.cufile_path)),
+      pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
+                                                 cfg.batch_limit)) {
+  log::info("GDS backend ({}): {} batch handles of {} entries, chunks of {} bytes, cuFile {}",
+            ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit, cfg.max_request_size,
+            state_->lib().path);
+}
+
+backend::~backend() = default;
+backend::backend(backend&&) noexcept = default;
+backend& backend::operator=(backend&&) noexcept = default;
+
+backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
+  return state_->register_region(kind, d);
+}
+
+void backend::deregister_region(region& r) noexcept {
+  state_->drop(r);
+}
+
+void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer&) {
+  if (req.phase == phase::running || !req.slots.empty())
+    raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
+  req.plan = detail::make_plan("GDS", op, local, remote, cfg_.max_request_size);
+  const std::size_t batches =
+      (req.plan.chunks.size() + pool_->limit() - 1) / static_cast<std::size_t>(pool_->limit());
+  req.slots.clear();
+  req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
+  req.next = req.done = 0;
+  req.phase = phase::idle;
+}
+
+bool backend::submit(request& req, detail::batch_slot& s) noexcept {
+  const auto& chunks = req.plan.chunks;
+  const auto n =
+      static_cast<unsigned>(std::min<std::size_t>(pool_->limit(), chunks.size() - req.next));
+  s.first = req.next;
+  for (unsigned j = 0; j < n; ++j) {
+    const detail::chunk& c = chunks[req.next + j];
+    auto& p = s.params[j];
+    p = {};
+    p.mode = cufile::CUFILE_BATCH;
+    p.u.batch.devPtr_base = c.buf;
+    p.u.batch.file_offset = c.file_offset;
+    p.u.batch.devPtr_offset = c.buf_offset;
+    p.u.batch.size = c.size;
+    p.fh = c.fh;
+    p.opcode = req.plan.write ? cufile::CUFILE_WRITE : cufile::CUFILE_READ;
+    p.cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(j));
+    s.seen[j] = 0;
+  }
+  s.finished = 0;
+  if (chunks[req.next].device >= 0) detail::use_device(chunks[req.next].device);
+  if (!NIXL_CUFILE_WARN(state_->lib().cuFileBatchIOSubmit(s.handle, n, s.params.data(), 0))) {
+    s.submitted = 0;
+    return false;
+  }
+  s.submitted = n;
+  req.next += n;
+  return true;
+}
+
+nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
+  if (notif.has_value()) return nixl::status::not_supported;
+  if (req.phase == phase::running || !req.slots.empty()) return nixl::status::repost_active;
+  req.next = req.done = 0;
+  if (req.plan.chunks.empty()) {
+    req.phase = phase::done;
+    return nixl::status::success;
+  }
+  const std::size_t batches =
+      (req.plan.chunks.size() + pool_->limit() - 1) / static_cast<std::size_t>(pool_->limit());
+  pool_->take(batches, req.slots);
+  if (req.slots.empty()) {
+    req.phase = phase::idle;
+    try {
+      log::error(
+          "GDS: batch pool exhausted: all {} batch handles are held by requests in flight; "
+          "post again once one completes, or raise batch_pool_size",
+          pool_->size());
+    } catch (...) {
+    }
+    return nixl::status::backend;
+  }
+  req.phase = phase::running;
+  for (auto* s : req.slots) {
+    if (req.next >= req.plan.chunks.size()) break;
+    if (!submit(req, *s)) return fail(req);
+  }
+  return poll(req);
+}
+
+nixl::status backend::check(request& req) noexcept {
+  switch (req.phase) {
+    case phase::idle:
+      return nixl::status::not_posted;
+    case phase::done:
+      return nixl::status::success;
+    case phase::failed:
+      return nixl::status::backend;
+    case phase::running:
+      break;
+  }
+  return poll(req);
+}
+
+nixl::status backend::poll(request& req) noexcept {
+  const auto& lib = state_->lib();
+  bool bad = false;
+  for (std::size_t k = 0; k < req.slots.size();) {
+    detail::batch_slot& s = *req.slots[k];
+    if (s.finished < s.submitted) {
+      unsigned nr = s.submitted;
+      struct timespec zero {};  // never waits: check() only polls
+      if (!NIXL_CUFILE_WARN(lib.cuFileBatchIOGetStatus(s.handle, 0, &nr, s.events.data(), &zero)))
+        return fail(req);
+      nr = std::min(nr, s.submitted);
+      for (unsigned i = 0; i < nr; ++i) {
+        const auto& ev = s.events[i];
+        const auto j = reinterpret_cast<std::uintptr_t>(ev.cookie);
+        if (j >= s.submitted || s.seen[j] != 0) continue;
+        const detail::chunk& c = req.plan.chunks[s.first + j];
+        if ((ev.status & cufile::CUFILE_COMPLETE) != 0) {
+          if (ev.ret != c.size) {
+            detail::report_chunk("GDS", req.plan.write, c, static_cast<long long>(ev.ret));
+            bad = true;
+          }
+        } else if ((ev.status & (cufile::CUFILE_FAILED | cufile::CUFILE_INVALID |
+                                 cufile::CUFILE_CANCELED | cufile::CUFILE_TIMEOUT)) != 0) {
+          detail::report_chunk("GDS", req.plan.write, c, static_cast<long long>(ev.ret));
+          bad = true;
+        } else {
+          continue;  // waiting or pending
+        }
+        s.seen[j] = 1;
+        ++s.finished;
+      }
+      if (bad) return fail(req);
+    }
+    if (s.finished < s.submitted) {
+      ++k;
+      continue;
+    }
+    req.done += s.submitted;
+    s.submitted = 0;
+    if (req.next < req.plan.chunks.size()) {
+      if (!submit(req, s)) return fail(req);
+      ++k;
+      continue;
+    }
+    pool_->give(&s);
+    req.slots[k] = req.slots.back();
+    req.slots.pop_back();
+  }
+  if (req.slots.empty() && req.done == req.plan.chunks.size()) {
+    req.phase = phase::done;
+    return nixl::status::success;
+  }
+  return nixl::status::in_progress;
+}
+
+bool backend::drain(request& req) noexcept {
+  const auto& lib = state_->lib();
+  // Handles with nothing in flight go back as they are; the others are canceled.
+  for (std::size_t k = 0; k < req.slots.size();) {
+    detail::batch_slot* s = req.slots[k];
+    if (s->finished >= s->submitted) {
+      pool_->give(s);
+    } else if (NIXL_CUFILE_WARN(lib.cuFileBatchIOCancel(s->handle))) {
+      pool_->renew(s);  // canceled: cuFile has given the entries back
+    } else {
+      ++k;
+      continue;
+    }
+    req.slots[k] = req.slots.back();
+    req.slots.pop_back();
+  }
+  // A cancel that failed: wait, bounded, until cuFile reports every entry finished.
+  const auto deadline = std::chrono::steady_clock::now() + cfg_.cancel_timeout;
+  while (!req.slots.empty()) {
+    for (std::size_t k = 0; k < req.slots.size();) {
+      detail::batch_slot& s = *req.slots[k];
+      unsigned nr = s.submitted;
+      struct timespec zero {};
+      if (NIXL_CUFILE_WARN(lib.cuFileBatchIOGetStatus(s.handle, 0, &nr, s.events.data(), &zero))) {
+        nr = std::min(nr, s.submitted);
+        for (unsigned i = 0; i < nr; ++i) {
+          const auto j = reinterpret_cast<std::uintptr_t>(s.events[i].cookie);
+          if (j >= s.submitted || s.seen[j] != 0) continue;
+          if ((s.events[i].status & (cufile::CUFILE_WAITING | cufile::CUFILE_PENDING)) != 0)
+            continue;
+          s.seen[j] = 1;
+          ++s.finished;
+        }
+      }
+      if (s.finished >= s.submitted) {
+        pool_->renew(&s);
+        req.slots[k] = req.slots.back();
+        req.slots.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    if (req.slots.empty()) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      try {
+        log::error(
+            "GDS: cuFile did not give back {} batch handle(s) within cancel_timeout_ms={}; the "
+            "request keeps them (release answers repost_active) and its buffers may still be "
+            "in use",
+            req.slots.size(), cfg_.cancel_timeout.count());
+      } catch (...) {
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+nixl::status backend::fail(request& req) noexcept {
+  drain(req);
+  req.phase = phase::failed;
+  return nixl::status::backend;
+}
+
+nixl::status backend::release(request& req) noexcept {
+  if (!req.slots.empty() && !drain(req)) return nixl::status::repost_active;
+  req.phase = phase::idle;
+  return nixl::status::success;
+}
+
+std::vector<std::optional<nixl::params>> backend::query_memory(
+    std::span<const nixl::reg_desc> d) const {
+  return state_->query_memory(d);
+}
+
+unsigned backend::pool_size() const noexcept {
+  return pool_->size();
+}
+
+std::size_t backend::free_batches() const noexcept {
+  return pool_->free_count();
+}
+
+}  // namespace nixl::gds

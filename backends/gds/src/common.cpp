@@ -1,0 +1,301 @@
+// What GDS and GDS_MT share: registration of files (path mode, one cuFile handle per
+// descriptor) and buffers, queries, and the cutting of descriptor pairs into chunks.
+
+#include <nixl/backends/gds/check.hpp>
+#include <nixl/backends/gds/detail/common.hpp>
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nixl/log.hpp>
+
+namespace nixl::gds::detail {
+namespace {
+
+/// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
+struct path_mode {
+  int flags = 0;
+  std::string path;
+};
+
+std::optional<path_mode> parse_path_mode(std::string_view meta) {
+  const auto colon = meta.find(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view modes = meta.substr(0, colon);
+  path_mode pm;
+  int access = -1;
+  bool create = false;
+  while (!modes.empty()) {
+    const auto comma = modes.find(',');
+    const std::string_view tok = modes.substr(0, comma);
+    modes = comma == std::string_view::npos ? std::string_view{} : modes.substr(comma + 1);
+    if (tok == "ro")
+      access = O_RDONLY;
+    else if (tok == "rw")
+      access = O_RDWR;
+    else if (tok == "wo")
+      access = O_WRONLY;
+    else if (tok == "direct")
+      pm.flags |= O_DIRECT;
+    else if (tok == "sync")
+      pm.flags |= O_SYNC;
+    else if (tok == "noatime")
+      pm.flags |= O_NOATIME;
+    else if (tok == "create")
+      create = true;
+    else
+      return std::nullopt;  // not a mode list: meta is a plain path
+  }
+  if (access < 0) return std::nullopt;
+  pm.flags |= access | O_CLOEXEC | (create ? O_CREAT : 0);
+  pm.path = std::string(meta.substr(colon + 1));
+  return pm;
+}
+
+std::string meta_path(std::string_view meta) {
+  if (auto pm = parse_path_mode(meta)) return pm->path;
+  return std::string(meta);
+}
+
+/// Why cuFile may refuse a file, for the message: tmpfs and other file systems it cannot use.
+std::string file_hint(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC)
+    return "the file is on tmpfs, which cuFile cannot use; put it on ext4 or xfs (such as "
+           "/tmp on most hosts, not /dev/shm)";
+  return "cuFile refuses this file: it needs a local ext4 or xfs file (or a file system of "
+         "GPUDirect Storage); without nvidia-fs, compatibility mode must be on "
+         "(allow_compat_mode in cufile.json), and error 5027 there means cuFile found no udev "
+         "record of the block device (docs/gds.md)";
+}
+
+}  // namespace
+
+region::region(region&& o) noexcept
+    : kind(o.kind),
+      fd(std::exchange(o.fd, -1)),
+      owns_fd(std::exchange(o.owns_fd, false)),
+      fh(std::exchange(o.fh, nullptr)),
+      buf(std::exchange(o.buf, nullptr)),
+      device(o.device),
+      path(std::move(o.path)),
+      owner(std::exchange(o.owner, nullptr)) {}
+
+region& region::operator=(region&& o) noexcept {
+  if (this != &o) {
+    if (owner != nullptr) owner->drop(*this);
+    kind = o.kind;
+    fd = std::exchange(o.fd, -1);
+    owns_fd = std::exchange(o.owns_fd, false);
+    fh = std::exchange(o.fh, nullptr);
+    buf = std::exchange(o.buf, nullptr);
+    device = o.device;
+    path = std::move(o.path);
+    owner = std::exchange(o.owner, nullptr);
+  }
+  return *this;
+}
+
+region::~region() {
+  if (owner != nullptr) owner->drop(*this);
+}
+
+shared_state::shared_state(std::string_view who, std::string_view agent, std::string_view path)
+    : who_(who),
+      agent_(agent),
+      lib_(&cufile::library::load(cufile::library_path(path), who)),
+      driver_(*lib_) {}
+
+shared_state::~shared_state() {
+  std::lock_guard g(mu_);
+  for (auto& [fd, h] : handles_) lib_->cuFileHandleDeregister(h.fh);
+  handles_.clear();
+}
+
+cufile::CUfileHandle_t shared_state::acquire_handle(int fd, const std::string& path) {
+  std::lock_guard g(mu_);
+  if (auto it = handles_.find(fd); it != handles_.end()) {
+    ++it->second.refs;
+    return it->second.fh;
+  }
+  cufile::CUfileDescr_t d{};
+  d.type = cufile::CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+  d.handle.fd = fd;
+  cufile::CUfileHandle_t fh = nullptr;
+  const cufile::CUfileError_t e = lib_->cuFileHandleRegister(&fh, &d);
+  if (e.err != cufile::CU_FILE_SUCCESS)
+    throw_cufile(e, "cuFileHandleRegister(&fh, &descr)", __FILE__, __LINE__,
+                 fmt::format("{} register_region: fd {}{}{}: {}", who_, fd,
+                             path.empty() ? "" : " path ", path, file_hint(fd)));
+  handles_.emplace(fd, handle_entry{fh, 1});
+  return fh;
+}
+
+void shared_state::register_memory(region& r, const reg_desc& d) {
+  if (d.len == 0) return;
+  const void* p = reinterpret_cast<const void*>(d.addr);
+  if (r.kind == mem_kind::vram) {
+    if (!vram_built())
+      raise(status::not_supported,
+            "{} register_region: VRAM needs a build with the CUDA runtime (the CUDA toolkit was "
+            "not found when nixl was configured); register DRAM or rebuild with CUDA",
+            who_);
+    r.device = static_cast<int>(d.dev);
+    const int before = current_device();
+    if (d.dev > static_cast<std::uint64_t>(INT_MAX) || !use_device(static_cast<int>(d.dev)))
+      raise(status::invalid_param,
+            "{} register_region: VRAM dev {} is not a GPU of this process; pass the CUDA device "
+            "ordinal as dev",
+            who_, d.dev);
+    const cufile::CUfileError_t e = lib_->cuFileBufRegister(p, d.len, 0);
+    if (before >= 0) use_device(before);  // the caller's thread keeps its current GPU
+    if (e.err != cufile::CU_FILE_SUCCESS)
+      throw_cufile(e, "cuFileBufRegister(ptr, len, 0)", __FILE__, __LINE__,
+                   fmt::format("{} register_region: VRAM 0x{:x} of {} bytes on GPU {}; register "
+                               "memory from cudaMalloc of that GPU",
+                               who_, d.addr, d.len, d.dev));
+    r.buf = p;
+    return;
+  }
+  // DRAM: a registration lets cuFile skip a copy; without one the I/O still works.
+  const cufile::CUfileError_t e = lib_->cuFileBufRegister(p, d.len, 0);
+  if (e.err == cufile::CU_FILE_SUCCESS) {
+    r.buf = p;
+  } else {
+    log::debug("{} ({}): cuFileBufRegister of DRAM 0x{:x} ({} bytes): {}; I/O goes unregistered",
+               who_, agent_, d.addr, d.len, cufile::describe(e));
+  }
+}
+
+region shared_state::register_region(mem_kind kind, const reg_desc& d) {
+  region r;
+  r.kind = kind;
+  if (kind == mem_kind::dram || kind == mem_kind::vram) {
+    register_memory(r, d);
+    r.owner = this;
+    return r;
+  }
+  if (kind != mem_kind::file)
+    raise(status::not_supported,
+          "{} register_region: memory kind {} is not supported; use dram, vram or file", who_,
+          kind);
+  r.owner = this;  // from here on, the region closes what it opened
+  if (auto pm = parse_path_mode(d.meta)) {
+    const int fd = ::open(pm->path.c_str(), pm->flags, 0644);
+    if (fd < 0)
+      raise(status::invalid_param,
+            "{} register_region: cannot open '{}' (meta '{}'): {}; check the path and the mode "
+            "(ro|rw[,direct][,sync][,noatime][,create])",
+            who_, pm->path, d.meta, std::strerror(errno));
+    r.fd = fd;
+    r.owns_fd = true;
+    r.path = std::move(pm->path);
+  } else {
+    if (d.dev > static_cast<std::uint64_t>(INT_MAX) ||
+        ::fcntl(static_cast<int>(d.dev), F_GETFD) < 0)
+      raise(status::invalid_param,
+            "{} register_region: dev {} is not an open file descriptor; pass an open fd as dev, "
+            "or a path as '<ro|rw>[,flags]:<path>' in meta",
+            who_, d.dev);
+    r.fd = static_cast<int>(d.dev);
+    r.path = d.meta;
+  }
+  // cuFile cannot use files on tmpfs (in compatibility mode it fails them one way or another):
+  // say so here, with the fix, rather than at the first transfer.
+  struct statfs fs {};
+  if (::fstatfs(r.fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC)
+    raise(status::invalid_param,
+          "{} register_region: fd {}{}{} is on tmpfs, which cuFile cannot use; put the file on "
+          "ext4 or xfs (such as /tmp on most hosts, not /dev/shm)",
+          who_, r.fd, r.path.empty() ? "" : " path ", r.path);
+  r.fh = acquire_handle(r.fd, r.path);
+  return r;
+}
+
+void shared_state::drop(region& r) noexcept {
+  if (r.fh != nullptr) {
+    std::lock_guard g(mu_);
+    if (auto it = handles_.find(r.fd); it != handles_.end() && it->second.fh == r.fh) {
+      if (--it->second.refs == 0) {
+        lib_->cuFileHandleDeregister(it->second.fh);
+        handles_.erase(it);
+      }
+    }
+    r.fh = nullptr;
+  }
+  if (r.buf != nullptr) {
+    if (r.kind == mem_kind::vram) use_device(r.device);
+    NIXL_CUFILE_WARN(lib_->cuFileBufDeregister(r.buf));
+    r.buf = nullptr;
+  }
+  if (r.owns_fd && r.fd >= 0) ::close(r.fd);
+  r.fd = -1;
+  r.owns_fd = false;
+  r.owner = nullptr;
+}
+
+std::size_t shared_state::open_handles() const {
+  std::lock_guard g(mu_);
+  return handles_.size();
+}
+
+std::vector<std::optional<params>> shared_state::query_memory(
+    std::span<const reg_desc> descs) const {
+  std::vector<std::optional<params>> out;
+  out.reserve(descs.size());
+  for (const auto& d : descs) {
+    struct stat st {};
+    const std::string path = meta_path(d.meta);
+    int rc = -1;
+    errno = EBADF;
+    if (!path.empty())
+      rc = ::stat(path.c_str(), &st);
+    else if (d.dev <= static_cast<std::uint64_t>(INT_MAX))
+      rc = ::fstat(static_cast<int>(d.dev), &st);
+    if (rc != 0) {
+      const int e = errno;
+      if (e == ENOENT || e == ENOTDIR || e == EBADF) {
+        out.emplace_back(std::nullopt);
+        continue;
+      }
+      raise(status::backend, "{} query_memory: path '{}', dev {}: {}", who_, path, d.dev,
+            std::strerror(e));
+    }
+    out.emplace_back(params{{"size", std::to_string(st.st_size)},
+                            {"mode", std::to_string(st.st_mode)},
+                            {"mtime", std::to_string(st.st_mtime)}});
+  }
+  return out;
+}
+
+void report_chunk(std::string_view who, bool write, const chunk& c, long long ret) noexcept {
+  try {
+    std::string why;
+    if (ret >= 0)
+      why = fmt::format("moved {} of {} bytes{}", ret, c.size,
+                        write ? "" : " (a read past the end of the file?)");
+    else if (ret == -1)
+      why = std::strerror(errno);
+    else if (-ret >= 5000)
+      why = cufile::describe({static_cast<int>(-ret), 0});
+    else
+      why = std::strerror(static_cast<int>(-ret));
+    log::error("{}: {} of {} bytes at file offset {} ({} 0x{:x}, descriptor {}) failed: {}", who,
+               write ? "write" : "read", c.size, static_cast<long long>(c.file_offset),
+               c.device >= 0 ? "VRAM" : "DRAM",
+               reinterpret_cast<std::uintptr_t>(c.buf) + static_cast<std::uintptr_t>(c.buf_offset),
+               c.desc, why);
+  } catch (...) {
+  }
+}
+
+}  // namespace nixl::gds::detail

@@ -1,0 +1,228 @@
+// The GDS_MT backend: a pool of threads making synchronous cuFileRead/cuFileWrite calls.
+
+#include <nixl/backends/gds_mt.hpp>
+
+#include <cerrno>
+#include <chrono>
+
+#include <nixl/log.hpp>
+
+namespace nixl::gds::detail {
+
+thread_pool::thread_pool(const cufile::library& lib, unsigned threads, std::string_view who)
+    : lib_(&lib), who_(who) {
+  threads_.reserve(threads);
+  try {
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  } catch (...) {
+    {
+      std::lock_guard g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    throw;
+  }
+}
+
+thread_pool::~thread_pool() {
+  {
+    std::lock_guard g(mu_);
+    stop_ = true;
+    // Jobs still queued are dropped: their chunks count as finished.
+    for (job* j = head_; j != nullptr;) {
+      job* n = j->next_queued;
+      j->finished.fetch_add(j->work.chunks.size() - j->claimed, std::memory_order_acq_rel);
+      j->claimed = j->work.chunks.size();
+      j->next_queued = nullptr;
+      j->keep.reset();
+      j = n;
+    }
+    head_ = tail_ = nullptr;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void thread_pool::enqueue(const std::shared_ptr<job>& self) noexcept {
+  {
+    std::lock_guard g(mu_);
+    self->keep = self;  // a copy: no allocation
+    self->next_queued = nullptr;
+    if (tail_ != nullptr)
+      tail_->next_queued = self.get();
+    else
+      head_ = self.get();
+    tail_ = self.get();
+  }
+  if (self->work.chunks.size() > 1)
+    cv_.notify_all();
+  else
+    cv_.notify_one();
+}
+
+void thread_pool::withdraw(job& j) noexcept {
+  std::shared_ptr<job> keep;  // dropped after the lock
+  std::lock_guard g(mu_);
+  job* prev = nullptr;
+  for (job* q = head_; q != nullptr; prev = q, q = q->next_queued) {
+    if (q != &j) continue;
+    if (prev != nullptr)
+      prev->next_queued = q->next_queued;
+    else
+      head_ = q->next_queued;
+    if (tail_ == q) tail_ = prev;
+    q->next_queued = nullptr;
+    q->finished.fetch_add(q->work.chunks.size() - q->claimed, std::memory_order_acq_rel);
+    q->claimed = q->work.chunks.size();
+    keep = std::move(q->keep);
+    break;
+  }
+}
+
+void thread_pool::run() noexcept {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || head_ != nullptr; });
+    if (stop_) return;
+    job* j = head_;
+    const std::size_t i = j->claimed++;
+    std::shared_ptr<job> hold;
+    if (j->claimed == j->work.chunks.size()) {  // its last chunk: off the queue
+      head_ = j->next_queued;
+      if (head_ == nullptr) tail_ = nullptr;
+      j->next_queued = nullptr;
+      hold = std::move(j->keep);
+    } else {
+      hold = j->keep;  // a copy: the job outlives this chunk
+    }
+    lk.unlock();
+    execute(*j, i);
+    hold.reset();
+    lk.lock();
+  }
+}
+
+void thread_pool::execute(job& j, std::size_t i) noexcept {
+  const chunk& c = j.work.chunks[i];
+  if (!j.failed.load(std::memory_order_acquire) && !j.canceled.load(std::memory_order_acquire)) {
+    if (c.device >= 0) use_device(c.device);
+    errno = 0;
+    const ssize_t r = j.work.write
+                          ? lib_->cuFileWrite(c.fh, c.buf, c.size, c.file_offset, c.buf_offset)
+                          : lib_->cuFileRead(c.fh, c.buf, c.size, c.file_offset, c.buf_offset);
+    if (r < 0 || static_cast<std::size_t>(r) != c.size) {
+      if (!j.bad_taken.exchange(true, std::memory_order_acq_rel)) {
+        j.bad_chunk = i;
+        j.bad_ret = r;
+        report_chunk(who_, j.work.write, c, r);
+      }
+      j.failed.store(true, std::memory_order_release);
+    }
+  }
+  j.finished.fetch_add(1, std::memory_order_acq_rel);
+}
+
+}  // namespace nixl::gds::detail
+
+namespace nixl::gds_mt {
+
+backend::backend(const config& cfg, const nixl::backend_context& ctx)
+    : cfg_(cfg),
+      state_(
+          std::make_unique<gds::detail::shared_state>("GDS_MT", ctx.agent_name, cfg.cufile_path)),
+      pool_(std::make_unique<gds::detail::thread_pool>(state_->lib(), cfg.thread_count, "GDS_MT")) {
+  log::info("GDS_MT backend ({}): {} threads, chunks of {} bytes, cuFile {}", ctx.agent_name,
+            cfg.thread_count, cfg.max_request_size, state_->lib().path);
+}
+
+backend::~backend() = default;
+backend::backend(backend&&) noexcept = default;
+backend& backend::operator=(backend&&) noexcept = default;
+
+backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
+  return state_->register_region(kind, d);
+}
+
+void backend::deregister_region(region& r) noexcept {
+  state_->drop(r);
+}
+
+namespace {
+bool busy(const gds::detail::job& j) noexcept {
+  return j.posted.load(std::memory_order_acquire) &&
+         j.finished.load(std::memory_order_acquire) < j.work.chunks.size();
+}
+}  // namespace
+
+void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
+                      std::span<const bound_desc<remote_region>> remote, peer&) {
+  if (req.job && busy(*req.job))
+    raise(status::repost_active,
+          "GDS_MT prepare: the request is still in flight; release it first");
+  auto j = std::make_shared<gds::detail::job>();
+  j->work = gds::detail::make_plan("GDS_MT", op, local, remote, cfg_.max_request_size);
+  req.job = std::move(j);
+}
+
+nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
+  if (notif.has_value()) return nixl::status::not_supported;
+  if (!req.job) return nixl::status::invalid_param;
+  auto& j = *req.job;
+  if (busy(j)) return nixl::status::repost_active;
+  j.claimed = 0;
+  j.finished.store(0, std::memory_order_relaxed);
+  j.failed.store(false, std::memory_order_relaxed);
+  j.canceled.store(false, std::memory_order_relaxed);
+  j.bad_taken.store(false, std::memory_order_relaxed);
+  j.posted.store(true, std::memory_order_release);
+  if (j.work.chunks.empty()) return nixl::status::success;
+  pool_->enqueue(req.job);
+  return nixl::status::in_progress;
+}
+
+nixl::status backend::check(request& req) noexcept {
+  if (!req.job || !req.job->posted.load(std::memory_order_acquire)) return nixl::status::not_posted;
+  auto& j = *req.job;
+  if (j.finished.load(std::memory_order_acquire) < j.work.chunks.size())
+    return nixl::status::in_progress;
+  if (j.failed.load(std::memory_order_acquire)) return nixl::status::backend;
+  if (j.canceled.load(std::memory_order_acquire)) return nixl::status::canceled;
+  return nixl::status::success;
+}
+
+nixl::status backend::release(request& req) noexcept {
+  if (!req.job) return nixl::status::success;
+  auto& j = *req.job;
+  if (busy(j)) {
+    j.canceled.store(true, std::memory_order_release);
+    pool_->withdraw(j);
+    const auto deadline = std::chrono::steady_clock::now() + cfg_.cancel_timeout;
+    while (busy(j)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        try {
+          log::error(
+              "GDS_MT: {} chunk(s) of a released request still run after cancel_timeout_ms={}; "
+              "release answers repost_active and the chunks finish on their own",
+              j.work.chunks.size() - j.finished.load(), cfg_.cancel_timeout.count());
+        } catch (...) {
+        }
+        return nixl::status::repost_active;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  req.job.reset();
+  return nixl::status::success;
+}
+
+std::vector<std::optional<nixl::params>> backend::query_memory(
+    std::span<const nixl::reg_desc> d) const {
+  return state_->query_memory(d);
+}
+
+unsigned backend::thread_count() const noexcept {
+  return pool_->threads();
+}
+
+}  // namespace nixl::gds_mt

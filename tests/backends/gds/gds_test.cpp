@@ -1,0 +1,512 @@
+// GDS and GDS_MT against the project's fake libcufile (pread/pwrite, DRAM only): parameters,
+// the library lookup, chunking, the batch pool, a full pool, error paths, cancellation, file
+// handles, path mode and query_memory, and the agent's loopback path.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <linux/magic.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nixl/agent.hpp>
+#include <nixl/backends/gds.hpp>
+#include <nixl/backends/gds_mt.hpp>
+
+#include "gds_support.hpp"
+#include "nixl_test/catch.hpp"
+
+using namespace gds_test;
+using gds_b = nixl::gds::backend;
+using mt_b = nixl::gds_mt::backend;
+
+namespace {
+
+const std::string lib = NIXL_FAKE_CUFILE;
+
+/// The fake's knobs and counters; knobs go back to 0 at scope exit.
+struct fake {
+  void* h = nullptr;
+  long (*get_)(const char*) = nullptr;
+  void (*set_)(const char*, long) = nullptr;
+  fake() {
+    h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(h != nullptr);
+    get_ = reinterpret_cast<long (*)(const char*)>(::dlsym(h, "nixl_fake_cufile_get"));
+    set_ = reinterpret_cast<void (*)(const char*, long)>(::dlsym(h, "nixl_fake_cufile_set"));
+    REQUIRE(get_ != nullptr);
+    REQUIRE(set_ != nullptr);
+    reset();
+  }
+  ~fake() {
+    reset();
+    ::dlclose(h);
+  }
+  void reset() {
+    for (const char* k :
+         {"delay_us", "hang", "ignore_cancel", "refuse_buf", "fail_open", "fail_io"})
+      set_(k, 0);
+  }
+  long get(const char* k) const { return get_(k); }
+  void set(const char* k, long v) const { set_(k, v); }
+};
+
+template <class B>
+nixl::params p(nixl::params extra = {}) {
+  return params_for<B>(lib, std::move(extra));
+}
+
+std::string message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const nixl::error& e) {
+    return e.what();
+  }
+  return "no throw";
+}
+
+}  // namespace
+
+TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
+  auto c = nixl::gds::config::from_params({});
+  CHECK(c.batch_pool_size == 16);
+  CHECK(c.batch_limit == 128);
+  CHECK(c.max_request_size == (16u << 20));
+  auto d = nixl::gds::config::from_params(
+      {{"batch_pool_size", "4"}, {"batch_limit", "8"}, {"max_request_size", "65536"}});
+  CHECK(d.batch_pool_size == 4);
+  CHECK(d.batch_limit == 8);
+  CHECK(d.max_request_size == 65536);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_pool_size", "0"}}), nixl::error);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_limit", "x"}}), nixl::error);
+  auto m = nixl::gds_mt::config::from_params({{"thread_count", "8"}});
+  CHECK(m.thread_count == 8);
+  CHECK(nixl::gds_mt::config::from_params({}).thread_count ==
+        std::max(1u, std::thread::hardware_concurrency() / 2));
+  CHECK_THROWS_AS(nixl::gds_mt::config::from_params({{"thread_count", "0"}}), nixl::error);
+  CHECK(gds_b::default_params().at("batch_pool_size") == "16");
+  CHECK(mt_b::default_params().count("thread_count") == 1);
+}
+
+TEMPLATE_TEST_CASE("gds: without libcufile the backend does not start", "[gds]", gds_b, mt_b) {
+  const auto msg = message([] {
+    (void)make<TestType>({{"cufile_path", "/nonexistent/libcufile.so.0"}});
+  });
+  CHECK(msg.find("libcufile not found") != std::string::npos);
+  CHECK(msg.find("/nonexistent/libcufile.so.0") != std::string::npos);
+  fake f;
+  f.set("fail_open", 1);
+  const auto open_msg = message([] { (void)make<TestType>(p<TestType>()); });
+  CHECK(open_msg.find("cuFileDriverOpen") != std::string::npos);
+  CHECK(open_msg.find("5001") != std::string::npos);
+}
+
+TEMPLATE_TEST_CASE("gds: DRAM <-> file, chunked at max_request_size", "[gds]", gds_b, mt_b) {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+  const std::size_t count = GENERATE(1, 1000);
+  const std::size_t len = GENERATE(4096, 3 * 65536 + 100);
+  nixl::params extra{{"max_request_size", "65536"}};
+  if constexpr (std::is_same_v<TestType, gds_b>) extra["batch_limit"] = "16";
+  if constexpr (std::is_same_v<TestType, mt_b>) extra["thread_count"] = "4";
+  auto b = make<TestType>(p<TestType>(extra));
+  buffer src(count * len), dst(count * len);
+  src.fill(static_cast<std::uint32_t>(count + len));
+  const auto pieces = pieces_of<TestType>(scattered(count, len));
+  const std::size_t chunks_each = (len + 65535) / 65536;
+  const long entries0 = f.get("entries"), sync0 = f.get("sync_calls");
+  f.set("max_entry", 0);
+  f.set("max_sync", 0);
+  {
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
+  }
+  {
+    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
+  }
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  const long moved =
+      std::is_same_v<TestType, gds_b> ? f.get("entries") - entries0 : f.get("sync_calls") - sync0;
+  CHECK(moved == static_cast<long>(2 * count * chunks_each));
+  const long biggest = std::is_same_v<TestType, gds_b> ? f.get("max_entry") : f.get("max_sync");
+  CHECK(biggest == static_cast<long>(std::min<std::size_t>(len, 65536)));
+  CHECK(f.get("in_flight") == 0);
+}
+
+TEST_CASE("gds: a small pool carries many batches, reusing its handles", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+  auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "2"}, {"batch_limit", "4"}}));
+  CHECK(b.pool_size() == 2);
+  buffer src(1000 * 4096), dst(1000 * 4096);
+  src.fill(3);
+  const long submits0 = f.get("submits");
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, scattered(1000, 4096)) == nixl::status::success);
+  }
+  CHECK(f.get("submits") - submits0 == 250);  // 1000 entries, 4 per batch
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::read, scattered(1000, 4096)) == nixl::status::success);
+  }
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(b.free_batches() == 2);
+}
+
+TEST_CASE("gds: a full batch pool gives a clear status at once, never a hang", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+  auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "1"}, {"batch_limit", "4"}}));
+  buffer src(8 * 4096);
+  src.fill(5);
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  gds_b::request a, c;
+  r.prepare(a, nixl::xfer_op::write, {{0, 0, 4096}, {4096, 4096, 4096}});
+  r.prepare(c, nixl::xfer_op::write, {{8192, 8192, 4096}});
+  f.set("hang", 1);
+  CHECK(b.post(a, std::nullopt) == nixl::status::in_progress);
+  CHECK(b.free_batches() == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(b.post(c, std::nullopt) == nixl::status::backend);  // no handle free
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  CHECK(b.check(c) == nixl::status::not_posted);
+  CHECK(b.post(a, std::nullopt) == nixl::status::repost_active);
+  CHECK(b.check(a) == nixl::status::in_progress);
+  f.set("hang", 0);
+  CHECK(wait(b, a, nixl::status::in_progress) == nixl::status::success);
+  CHECK(wait(b, c, b.post(c, std::nullopt)) == nixl::status::success);  // free again
+  CHECK(b.release(a) == nixl::status::success);
+  CHECK(b.release(c) == nixl::status::success);
+}
+
+TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+  buffer src(64 * 4096);
+  src.fill(6);
+  SECTION("GDS: the batches are canceled and their handles return to the pool") {
+    auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "2"}, {"batch_limit", "8"}}));
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    gds_b::request q;
+    r.prepare(q, nixl::xfer_op::write, pieces_of<gds_b>(scattered(64, 4096)));
+    const long cancels0 = f.get("cancels");
+    f.set("hang", 1);
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    CHECK(b.free_batches() == 0);
+    CHECK(b.release(q) == nixl::status::success);
+    f.set("hang", 0);
+    CHECK(f.get("cancels") - cancels0 == 2);
+    CHECK(b.free_batches() == 2);
+    CHECK(f.get("in_flight") == 0);
+    struct stat st {};
+    REQUIRE(::fstat(fd.fd, &st) == 0);
+    CHECK(st.st_size == 0);  // nothing was written
+    // The request can be prepared and posted again.
+    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+    CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);
+  }
+  SECTION("GDS: a cancel that cuFile refuses is waited for, bounded by cancel_timeout_ms") {
+    auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "1"}, {"cancel_timeout_ms", "200"}}));
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    gds_b::request q;
+    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+    f.set("hang", 1);
+    f.set("ignore_cancel", 1);
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(b.release(q) == nixl::status::repost_active);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= std::chrono::milliseconds(150));
+    CHECK(took < std::chrono::seconds(3));
+    f.set("hang", 0);  // cuFile finishes on its own
+    CHECK(b.release(q) == nixl::status::success);
+    f.set("ignore_cancel", 0);
+    CHECK(b.free_batches() == 1);
+  }
+  SECTION("GDS_MT: chunks not started are dropped, running ones are waited for") {
+    auto b = make<mt_b>(p<mt_b>({{"thread_count", "2"}}));
+    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    mt_b::request q;
+    r.prepare(q, nixl::xfer_op::write, pieces_of<mt_b>(scattered(64, 4096)));
+    f.set("delay_us", 50'000);
+    const long calls0 = f.get("sync_calls");
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(b.release(q) == nixl::status::success);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+    const long calls = f.get("sync_calls") - calls0;
+    CHECK(calls >= 1);
+    CHECK(calls <= 4);  // two threads, at most one more chunk each while releasing
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    CHECK(f.get("sync_calls") - calls0 == calls);  // nothing ran after the release
+  }
+  SECTION("GDS_MT: running chunks past cancel_timeout_ms give repost_active") {
+    auto b = make<mt_b>(p<mt_b>({{"thread_count", "1"}, {"cancel_timeout_ms", "50"}}));
+    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    mt_b::request q;
+    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+    f.set("delay_us", 400'000);
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(b.release(q) == nixl::status::repost_active);
+    f.set("delay_us", 0);
+    // The running chunk finishes on its own; the request reports that it was canceled.
+    CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::canceled);
+    CHECK(b.release(q) == nixl::status::success);
+  }
+}
+
+TEMPLATE_TEST_CASE("gds: error paths give an error status and a message", "[gds]", gds_b, mt_b) {
+  fake f;
+  scratch tmp;
+  auto b = make<TestType>(p<TestType>());
+  buffer buf(16384);
+  SECTION("closed descriptor at registration") {
+    int fd = ::open((tmp / "x").c_str(), O_RDWR | O_CREAT, 0600);
+    ::close(fd);
+    const auto msg = message([&] {
+      (void)b.register_region(nixl::mem_kind::file, {{0, 0, static_cast<std::uint64_t>(fd)}, ""});
+    });
+    CHECK(msg.find("not an open file descriptor") != std::string::npos);
+  }
+  SECTION("a READ past the end of the file") {
+    fd_guard fd(::open((tmp / "short").c_str(), O_RDWR | O_CREAT, 0600));
+    REQUIRE(::pwrite(fd.fd, buf.p, 4096, 0) == 4096);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    CHECK(r.run(nixl::xfer_op::read, {{0, 0, 8192}}) == nixl::status::backend);
+    CHECK(r.run(nixl::xfer_op::read, {{0, 8192, 4096}}) == nixl::status::backend);
+    CHECK(r.run(nixl::xfer_op::read, {{0, 0, 4096}}) == nixl::status::success);
+  }
+  SECTION("an I/O error") {
+    fd_guard fd(::open((tmp / "io").c_str(), O_RDWR | O_CREAT, 0600));
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    f.set("fail_io", 1);
+    CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::backend);
+    CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::success);
+  }
+  SECTION("a file on tmpfs") {
+    struct statfs fs {};
+    if (::statfs("/dev/shm", &fs) != 0 || static_cast<unsigned long>(fs.f_type) != TMPFS_MAGIC)
+      NIXL_SKIP("no tmpfs at /dev/shm");
+    scratch shm("/dev/shm");
+    fd_guard fd(::open((shm / "t").c_str(), O_RDWR | O_CREAT, 0600));
+    const auto msg = message([&] {
+      (void)b.register_region(nixl::mem_kind::file,
+                              {{0, 0, static_cast<std::uint64_t>(fd.fd)}, ""});
+    });
+    CHECK(msg.find("is on tmpfs, which cuFile cannot use") != std::string::npos);
+    CHECK(msg.find("ext4 or xfs") != std::string::npos);
+  }
+  SECTION("pairs that are not memory <-> file") {
+    fd_guard fd(::open((tmp / "p").c_str(), O_RDWR | O_CREAT, 0600));
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    nixl::bound_desc<typename TestType::region> l;
+    l.addr = buf.addr();
+    l.len = 4096;
+    l.region = &r.mem;
+    auto rmem = b.load_local(r.mem);
+    nixl::bound_desc<typename TestType::remote_region> m;
+    m.addr = buf.addr(4096);
+    m.len = 4096;
+    m.region = &rmem;
+    typename TestType::request q;
+    CHECK_THROWS_AS(b.prepare(q, nixl::xfer_op::write, std::span(&l, 1), std::span(&m, 1), r.self),
+                    nixl::error);
+  }
+  SECTION("notifications are not supported") {
+    fd_guard fd(::open((tmp / "n").c_str(), O_RDWR | O_CREAT, 0600));
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    typename TestType::request q;
+    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+    CHECK(b.post(q, std::string_view("hi")) == nixl::status::not_supported);
+  }
+}
+
+TEMPLATE_TEST_CASE("gds: files get one cuFile handle per descriptor; buffers are registered",
+                   "[gds]", gds_b, mt_b) {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "h").c_str(), O_RDWR | O_CREAT, 0600));
+  const long handles0 = f.get("handles"), bufs0 = f.get("buffers");
+  {
+    auto b = make<TestType>(p<TestType>());
+    auto r1 =
+        b.register_region(nixl::mem_kind::file, {{0, 0, static_cast<std::uint64_t>(fd.fd)}, ""});
+    auto r2 =
+        b.register_region(nixl::mem_kind::file, {{4096, 0, static_cast<std::uint64_t>(fd.fd)}, ""});
+    CHECK(f.get("handles") - handles0 == 1);
+    CHECK(r1.fh == r2.fh);
+    b.deregister_region(r1);
+    CHECK(f.get("handles") - handles0 == 1);
+    b.deregister_region(r2);
+    CHECK(f.get("handles") - handles0 == 0);
+    buffer buf(8192);
+    auto m = b.register_region(nixl::mem_kind::dram, {{buf.addr(), buf.n, 0}, ""});
+    CHECK(f.get("buffers") - bufs0 == 1);
+    b.deregister_region(m);
+    CHECK(f.get("buffers") - bufs0 == 0);
+    // A refused DRAM registration only costs speed.
+    f.set("refuse_buf", 1);
+    buffer src(8192);
+    src.fill(4);
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    CHECK(r.mem.buf == nullptr);
+    CHECK(r.run(nixl::xfer_op::write, {{0, 0, 8192}}) == nixl::status::success);
+    std::vector<std::byte> back(8192);
+    REQUIRE(::pread(fd.fd, back.data(), back.size(), 0) == 8192);
+    CHECK(std::memcmp(back.data(), src.p, 8192) == 0);
+  }
+  CHECK(f.get("handles") - handles0 == 0);
+}
+
+TEMPLATE_TEST_CASE("gds: path mode and query_memory", "[gds]", gds_b, mt_b) {
+  fake f;
+  scratch tmp;
+  auto b = make<TestType>(p<TestType>());
+  const auto path = (tmp / "pm").string();
+  buffer buf(8192);
+  buf.fill(8);
+  {
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, 7, "rw,create:" + path);
+    CHECK(r.file.owns_fd);
+    CHECK(r.file.fd >= 0);
+    CHECK(r.run(nixl::xfer_op::write, {{0, 4096, 8192}}) == nixl::status::success);
+  }
+  CHECK(fs::exists(path));
+  std::vector<nixl::reg_desc> q = {{{0, 0, 42}, "rw,create:" + path},
+                                   {{0, 0, 0}, path},
+                                   {{0, 0, 0}, (tmp / "nope").string()},
+                                   {{0, 0, 0}, "ro:" + (tmp / "nope").string()}};
+  auto res = b.query_memory(q);
+  REQUIRE(res.size() == 4);
+  REQUIRE(res[0].has_value());
+  REQUIRE(res[1].has_value());
+  CHECK(res[0]->at("size") == std::to_string(4096 + 8192));
+  CHECK(res[1]->at("size") == std::to_string(4096 + 8192));
+  CHECK_FALSE(res[2].has_value());
+  CHECK_FALSE(res[3].has_value());
+  const auto msg = message([&] {
+    (void)b.register_region(nixl::mem_kind::file, {{0, 0, 1}, "ro:" + (tmp / "nope").string()});
+  });
+  CHECK(msg.find("cannot open") != std::string::npos);
+  CHECK(msg.find("No such file") != std::string::npos);
+  // O_DIRECT through path mode, with aligned buffers and offsets.
+  {
+    buffer back(8192);
+    rig<TestType> r(b, nixl::mem_kind::dram, back.addr(), back.n, 0, 8, "ro,direct:" + path);
+    const int fl = ::fcntl(r.file.fd, F_GETFL);
+    if (fl < 0 || (fl & O_DIRECT) == 0) NIXL_SKIP("O_DIRECT not kept on this file system");
+    CHECK(r.run(nixl::xfer_op::read, {{0, 4096, 8192}}) == nixl::status::success);
+    CHECK(std::memcmp(back.p, buf.p, 8192) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("gds: VRAM without a GPU is refused at registration", "[gds]", gds_b, mt_b) {
+  fake f;
+  auto b = make<TestType>(p<TestType>());
+  CHECK_THROWS_AS(b.register_region(nixl::mem_kind::vram, {{4096, 4096, 0}, ""}), nixl::error);
+}
+
+TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b, mt_b) {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "agent").c_str(), O_RDWR | O_CREAT, 0600));
+  nixl::agent<gds_b, mt_b> a{"gds-agent"};  // both types in one agent; one is created
+  nixl::params bp = p<TestType>();
+  if constexpr (std::is_same_v<TestType, mt_b>) bp["thread_count"] = "8";
+  a.create_backend(std::string(TestType::name), bp);
+  if constexpr (std::is_same_v<TestType, mt_b>)
+    CHECK(a.template get_backend<mt_b>().thread_count() == 8);
+  const std::size_t count = 100, len = 8192;
+  buffer src(count * len), dst(count * len);
+  src.fill(10);
+  nixl::reg_dlist mem(nixl::mem_kind::dram);
+  mem.push_back({{src.addr(), src.n, 0}, ""});
+  mem.push_back({{dst.addr(), dst.n, 0}, ""});
+  nixl::reg_dlist file(nixl::mem_kind::file);
+  file.push_back({{0, count * len, static_cast<std::uint64_t>(fd.fd)}, ""});
+  a.register_memory(mem);
+  a.register_memory(file);
+  auto run = [&](nixl::xfer_op op, const buffer& b) {
+    nixl::xfer_dlist l(nixl::mem_kind::dram), r(nixl::mem_kind::file);
+    for (std::size_t i = 0; i < count; ++i) {
+      l.push_back({b.addr(i * len), len, 0});
+      r.push_back({(count - 1 - i) * len, len, static_cast<std::uint64_t>(fd.fd)});
+    }
+    auto req = a.create_request(op, l, r, "gds-agent");
+    auto s = req.post();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (s == nixl::status::in_progress && std::chrono::steady_clock::now() < end)
+      s = req.status();
+    return s;
+  };
+  CHECK(run(nixl::xfer_op::write, src) == nixl::status::success);
+  CHECK(run(nixl::xfer_op::read, dst) == nixl::status::success);
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  auto q = a.query_memory(file, {{std::string(TestType::name)}});
+  REQUIRE(q.size() == 1);
+  REQUIRE(q[0].has_value());
+  CHECK(q[0]->at("size") == std::to_string(count * len));
+  a.deregister_memory(file);
+  a.deregister_memory(mem);
+}
+
+TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[gds]", gds_b,
+                   mt_b) {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "threads").c_str(), O_RDWR | O_CREAT, 0600));
+  nixl::params extra{{"max_request_size", "16384"}};
+  if constexpr (std::is_same_v<TestType, gds_b>)
+    extra["batch_pool_size"] = "8";  // room for every thread's request
+  auto b = make<TestType>(p<TestType>(extra));
+  constexpr int threads = 4;
+  constexpr std::size_t count = 64, len = 8192, span = count * len;
+  buffer src(threads * span), dst(threads * span);
+  src.fill(21);
+  rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  rig<TestType> back(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+  std::vector<int> ok(threads, 0);
+  auto work = [&](int t) {
+    std::vector<typename rig<TestType>::piece> pieces;
+    for (std::size_t i = 0; i < count; ++i)
+      pieces.push_back({t * span + i * len, t * span + (count - 1 - i) * len, len});
+    int good = 0;
+    for (int round = 0; round < 5; ++round) {
+      typename TestType::request w, rd;
+      r.prepare(w, nixl::xfer_op::write, pieces);
+      back.prepare(rd, nixl::xfer_op::read, pieces);
+      // A full pool answers at once; post again until a handle is free (each wait bounded).
+      auto run = [&](typename TestType::request& q) {
+        nixl::status s = nixl::status::backend;
+        for (int k = 0; k < 1000 && s == nixl::status::backend; ++k)
+          s = wait(b, q, b.post(q, std::nullopt));
+        return s;
+      };
+      const bool wrote = run(w) == nixl::status::success;
+      const bool read = wrote && run(rd) == nixl::status::success;
+      good += read ? 1 : 0;
+      b.release(w);
+      b.release(rd);
+    }
+    ok[t] = good;
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) ts.emplace_back(work, t);
+  for (auto& t : ts) t.join();
+  for (int t = 0; t < threads; ++t) CHECK(ok[t] == 5);
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+}

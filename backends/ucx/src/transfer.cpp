@@ -76,6 +76,34 @@ std::optional<std::uint32_t> custom_worker(std::string_view custom, std::size_t 
   }
   return w;
 }
+
+// A DRAM <-> VRAM pair that the CUDA driver can copy here (`host_vram_copy=cuda`): the peer is
+// this agent or one of this process (both addresses valid here), or another process of this
+// host whose VRAM UCX's cuda_ipc key maps here while the DRAM is local. Pins the DRAM region
+// on first use. Nothing: the pair stays with UCX.
+std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<backend::region>& l,
+                                               const bound_desc<backend::remote_region>& rm,
+                                               const detail::peer_state& peer, std::uint32_t w) {
+  const bool local_dram = l.region->kind == mem_kind::dram;
+  if (local_dram == (rm.region->kind == mem_kind::dram)) return std::nullopt;
+  const bool same_process = peer.is_self || peer.local_alive != nullptr;
+  void* remote = nullptr;
+  if (same_process)
+    remote = reinterpret_cast<void*>(rm.addr);
+  else if (local_dram && peer.pidfd >= 0 && w < rm.region->rkeys.size())
+    remote = detail::gpu::map_remote(rm.region->rkeys[w].get(), rm.addr, rm.region->range.dev);
+  if (remote == nullptr) return std::nullopt;
+  void* here = reinterpret_cast<void*>(l.addr);
+  const std::uint64_t dev = local_dram ? rm.region->range.dev : l.region->range.dev;
+  const auto loc = detail::gpu::locate(local_dram ? remote : here, dev);
+  if (!loc) return std::nullopt;
+  const desc& host = local_dram ? l.region->range : rm.region->range;
+  detail::gpu::pin(host.addr, host.len, dev);
+  const bool write = op == xfer_op::write;
+  return detail::gpu_item{write ? remote : here, write ? here : remote, l.len, loc->ctx,
+                          loc->stream};
+}
+
 }  // namespace
 
 void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
@@ -94,8 +122,10 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const std::size_t split = eng_->cfg().split_batch_size;
   const bool chunked = split > 0 && nw > 1 && local.size() > split;
   std::vector<detail::xfer_item> items;
+  std::vector<detail::gpu_item> gpu;
   std::vector<chunk> chunks;
   items.reserve(local.size());
+  const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -119,6 +149,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
             "that '{}' registered",
             i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
     if (l.len == 0) continue;
+    if (cuda_path) {
+      if (auto g = host_vram_pair(op, l, rm, *p.state, w)) {
+        gpu.push_back(*g);
+        continue;
+      }
+    }
     std::uint32_t cw = w;
     if (chunked) {
       const std::size_t k = items.size() / split;  // chunk of this item
@@ -136,6 +172,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
   r.slot_->peer.store(p.state, std::memory_order_relaxed);
   r.items_ = std::move(items);
+  r.gpu_ = std::move(gpu);
   r.chunks_ = std::move(chunks);
   r.peer_ = p.state;
   r.ep_ = p.state->eps[w];
@@ -162,6 +199,7 @@ status backend::release(request& r) noexcept {
   if (!eng_->detach(s)) eng_->release_slot(s);
   r.slot_ = nullptr;
   r.items_.clear();
+  r.gpu_.clear();
   r.chunks_.clear();
   return status::success;
 }

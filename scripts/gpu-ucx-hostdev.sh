@@ -51,18 +51,24 @@ common=(--backend UCX --check_consistency --initiator_gpu "$GPU" --target_gpu "$
 # name: initiator segment, target segment, op
 cases=("h2d-write DRAM VRAM WRITE" "d2h-read DRAM VRAM READ"
        "d2h-write VRAM DRAM WRITE" "h2d-read VRAM DRAM READ")
-modes=("before host_vram_copy=ucx" "after host_vram_copy=cuda")
+# tag, backend parameter, environment. frag4M: UCX's staging with 4 MiB host fragments, for the
+# pairs that stay with UCX (initiator VRAM, target DRAM of another process).
+modes=("before host_vram_copy=ucx -" "after host_vram_copy=cuda -")
 for procs in 1 2; do
   for c in "${cases[@]}"; do
     read -r name iseg tseg op <<<"$c"
-    for m in "${modes[@]}"; do
-      read -r tag param <<<"$m"
+    m2=("${modes[@]}")
+    [ "$procs" = 2 ] && [ "$iseg" = VRAM ] &&
+      m2+=("frag4M host_vram_copy=cuda UCX_RNDV_FRAG_SIZE=host:4M,cuda:4M")
+    for m in "${m2[@]}"; do
+      read -r tag param envv <<<"$m"
+      [ "$envv" = - ] && envv=""
       run="$name-p$procs-$tag"
       if [ $(($(date +%s) - start)) -gt "$DEADLINE" ]; then
         echo "== $run: skipped (past DEADLINE=${DEADLINE}s)"
         continue
       fi
-      timeout 90 "$NB" "${common[@]}" --processes "$procs" --initiator_seg_type "$iseg" \
+      env $envv timeout 90 "$NB" "${common[@]}" --processes "$procs" --initiator_seg_type "$iseg" \
         --target_seg_type "$tseg" --op_type "$op" --backend_params "$param" \
         --csv "$RUNS/$run.csv" >"$RUNS/$run.txt" 2>&1
       rc=$?
@@ -103,7 +109,7 @@ for f in sorted(glob.glob(os.path.join(out, "*.csv"))):
             runs.setdefault(key, {})[tag] = r
 print("cuda: the higher of the two runs' cudaMemcpyAsync baselines; GB/s = 10^9 B/s")
 print(f"{'case':<10} {'proc':>4} {'block':>7} {'before':>8} {'after':>8} {'cuda':>8} "
-      f"{'bef/cuda':>8} {'aft/cuda':>8} {'check':>6}")
+      f"{'bef/cuda':>8} {'aft/cuda':>8} {'check':>6} {'frag4M/cuda':>11}")
 for (procs, case, block) in sorted(runs, key=lambda k: (k[0], k[1], k[2])):
     v = runs[(procs, case, block)]
     def gb(t):
@@ -114,7 +120,8 @@ for (procs, case, block) in sorted(runs, key=lambda k: (k[0], k[1], k[2])):
     ratio = lambda x: f"{x / b:8.2f}" if x is not None and b else f"{'-':>8}"
     checked = "ok" if all(v[t]["checked"] == "1" for t in v) else "NO"
     print(f"{case:<10} {procs:>4} {block >> 20:>6}M {fmt(gb('before'))} {fmt(gb('after'))} "
-          f"{fmt(b)} {ratio(gb('before'))} {ratio(gb('after'))} {checked:>6}")
+          f"{fmt(b)} {ratio(gb('before'))} {ratio(gb('after'))} {checked:>6} "
+          f"{ratio(gb('frag4M')) if 'frag4M' in v else '':>11}")
 PY
 if tar -czf "$OUT/runs.tar.gz" -C "$OUT" runs && [ "${KEEP:-0}" != 1 ]; then rm -rf "$RUNS"; fi
 echo "total $(($(date +%s) - start)) s; table, UCX_PROTO_INFO and runs.tar.gz in $OUT"

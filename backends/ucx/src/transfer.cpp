@@ -2,6 +2,7 @@
 // choosing a worker, prepare (resolving descriptors once), release and estimate.
 
 #include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -81,16 +82,34 @@ std::optional<std::uint32_t> custom_worker(std::string_view custom, std::size_t 
 // this agent or one of this process (both addresses valid here), or another process of this
 // host whose VRAM UCX's cuda_ipc key maps here while the DRAM is local. Pins the DRAM region
 // on first use. Nothing: the pair stays with UCX.
+// UCX's cuda_ipc mapping cache off: every ucp_rkey_ptr would map the peer's VRAM anew and keep
+// it (the key has no release), so the peer-process pairs then stay with UCX.
+bool ipc_cache_off(std::string_view engine_config) {
+  auto off = [](std::string_view v) {
+    return v == "n" || v == "no" || v == "0" || v == "off" || v == "N" || v == "NO";
+  };
+  if (const char* e = std::getenv("UCX_CUDA_IPC_CACHE"); e != nullptr && off(e)) return true;
+  for (std::string_view key : {"UCX_CUDA_IPC_CACHE=", "CUDA_IPC_CACHE="}) {
+    const auto at = engine_config.find(key);
+    if (at == std::string_view::npos) continue;
+    std::string_view v = engine_config.substr(at + key.size());
+    v = v.substr(0, v.find(','));
+    if (off(v)) return true;
+  }
+  return false;
+}
+
 std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<backend::region>& l,
                                                const bound_desc<backend::remote_region>& rm,
-                                               const detail::peer_state& peer, std::uint32_t w) {
+                                               const detail::peer_state& peer, std::uint32_t w,
+                                               bool map_peer) {
   const bool local_dram = l.region->kind == mem_kind::dram;
   if (local_dram == (rm.region->kind == mem_kind::dram)) return std::nullopt;
   const bool same_process = peer.is_self || peer.local_alive != nullptr;
   void* remote = nullptr;
   if (same_process)
     remote = reinterpret_cast<void*>(rm.addr);
-  else if (local_dram && peer.pidfd >= 0 && w < rm.region->rkeys.size())
+  else if (map_peer && local_dram && peer.pidfd >= 0 && w < rm.region->rkeys.size())
     remote = detail::gpu::map_remote(rm.region->rkeys[w].get(), rm.addr, rm.region->range.dev);
   if (remote == nullptr) return std::nullopt;
   void* here = reinterpret_cast<void*>(l.addr);
@@ -126,6 +145,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   std::vector<chunk> chunks;
   items.reserve(local.size());
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
+  const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -150,7 +170,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
             i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
     if (l.len == 0) continue;
     if (cuda_path) {
-      if (auto g = host_vram_pair(op, l, rm, *p.state, w)) {
+      if (auto g = host_vram_pair(op, l, rm, *p.state, w, map_peer)) {
         gpu.push_back(*g);
         continue;
       }

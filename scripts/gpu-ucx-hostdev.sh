@@ -90,7 +90,7 @@ for procs in 1 2; do
         --initiator_seg_type "$iseg" --target_seg_type "$tseg" --op_type "$op" \
         --initiator_gpu "$GPU" --target_gpu "$GPU" --start_block_size 4M --max_block_size 4M \
         --num_iter 1 --warmup_iter 0 --baseline none --backend_params host_vram_copy=ucx 2>&1 |
-        head -400
+        head -800
     } >>"$OUT/proto-info.txt" 2>&1
   done
 done

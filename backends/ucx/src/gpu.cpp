@@ -132,6 +132,7 @@ driver* drv() noexcept {
     auto* x = new driver;
     if (!x->load()) {
       log::debug("UCX: no usable CUDA driver (libcuda.so.1); DRAM <-> VRAM stays with UCX");
+      if (x->lib != nullptr) ::dlclose(x->lib);
       delete x;
       return static_cast<driver*>(nullptr);
     }

@@ -246,7 +246,8 @@ status backend::release(request& r) noexcept {
 }
 
 std::optional<std::chrono::microseconds> backend::estimate(const request& r) const {
-  if (r.ep_ == nullptr) return std::nullopt;
+  // UCX cannot estimate the descriptors the CUDA driver copies (host_vram_copy=cuda)
+  if (r.ep_ == nullptr || !r.gpu_.empty()) return std::nullopt;
   double seconds = 0;
   for (const detail::xfer_item& it : r.items_) {
     ucp_ep_evaluate_perf_param_t pp{};

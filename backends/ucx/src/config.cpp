@@ -97,6 +97,14 @@ config config::from_params(const params& p) {
     } else if (key == "progress_spin_us") {
       c.progress_spin =
           std::chrono::microseconds(nixl::detail::parse_number("UCX", key, value, 0, 1000000));
+    } else if (key == "host_vram_copy") {
+      const std::string v = nixl::detail::lower(value);
+      if (v == "cuda" || v.empty())
+        c.cuda_host_vram = true;
+      else if (v == "ucx")
+        c.cuda_host_vram = false;
+      else
+        raise(status::invalid_param, "UCX parameter host_vram_copy='{}': use cuda or ucx", value);
     } else if (key == "enable_prog_thread") {
       c.enable_prog_thread = nixl::detail::parse_bool("UCX", key, value);
     } else {
@@ -115,16 +123,17 @@ params config::to_params() const {
   p["ucx_error_handling_mode"] = std::string(to_string(error_handling));
   p["engine_config"] = engine_config;
   p["progress_spin_us"] = std::to_string(progress_spin.count());
+  p["host_vram_copy"] = cuda_host_vram ? "cuda" : "ucx";
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
 }
 
 params backend::default_params() {
-  return {{"num_workers", "1"},      {"num_threads", "0"},
-          {"split_batch_size", "0"}, {"device_list", ""},
-          {"ucx_devices", ""},       {"ucx_error_handling_mode", "auto"},
-          {"engine_config", ""},     {"enable_prog_thread", "true"},
-          {"progress_spin_us", "50"}};
+  return {{"num_workers", "1"},       {"num_threads", "0"},
+          {"split_batch_size", "0"},  {"device_list", ""},
+          {"ucx_devices", ""},        {"ucx_error_handling_mode", "auto"},
+          {"engine_config", ""},      {"enable_prog_thread", "true"},
+          {"progress_spin_us", "50"}, {"host_vram_copy", "cuda"}};
 }
 
 namespace detail {

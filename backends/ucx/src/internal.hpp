@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,3 +36,26 @@ struct local_registry {
 config_handle read_ucp_config(const config& cfg);
 
 }  // namespace nixl::ucx::detail
+
+namespace nixl::ucx::detail::gpu {
+
+/// The context and copy stream of the device that holds `vram` (an address valid in this
+/// process), or nothing when the CUDA driver is not there or does not know the address.
+/// `dev_hint`: the device to ask through (the region's device number).
+struct located {
+  void* ctx = nullptr;
+  void* stream = nullptr;
+};
+std::optional<located> locate(const void* vram, std::uint64_t dev_hint) noexcept;
+
+/// The address in this process of a peer's VRAM at `raddr` (same host, another process),
+/// mapped through UCX's cuda_ipc key in `rkey`; null when UCX cannot map it.
+void* map_remote(ucp_rkey_h rkey, std::uint64_t raddr, std::uint64_t dev_hint) noexcept;
+
+/// Pins [addr, addr+len) with cuMemHostRegister unless CUDA knows it already (or it lies in
+/// a range pinned here); kept until `unpin_range` covers it. Failure leaves it pageable.
+void pin(std::uintptr_t addr, std::size_t len, std::uint64_t dev_hint) noexcept;
+/// Unpins the ranges `pin` pinned that start inside [addr, addr+len).
+void unpin_range(std::uintptr_t addr, std::size_t len) noexcept;
+
+}  // namespace nixl::ucx::detail::gpu

@@ -163,6 +163,8 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
 }
 
 void backend::deregister_region(region& r) noexcept {
+  // pinned for DRAM <-> VRAM copies by any backend of this process (host_vram_copy=cuda)
+  if (r.kind == mem_kind::dram) detail::gpu::unpin_range(r.range.addr, r.range.len);
   eng_->defer(r.memh);
 }
 

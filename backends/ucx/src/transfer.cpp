@@ -2,6 +2,7 @@
 // choosing a worker, prepare (resolving descriptors once), release and estimate.
 
 #include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -76,6 +77,72 @@ std::optional<std::uint32_t> custom_worker(std::string_view custom, std::size_t 
   }
   return w;
 }
+
+// UCX's cuda_ipc mapping cache off: every ucp_rkey_ptr would map the peer's VRAM anew and keep
+// it (the key has no release), so the peer-process pairs then stay with UCX.
+bool ipc_cache_off(std::string_view engine_config) {
+  auto off = [](std::string_view v) {
+    return v == "n" || v == "no" || v == "0" || v == "off" || v == "N" || v == "NO";
+  };
+  if (const char* e = std::getenv("UCX_CUDA_IPC_CACHE"); e != nullptr && off(e)) return true;
+  for (std::string_view key : {"UCX_CUDA_IPC_CACHE=", "CUDA_IPC_CACHE="}) {
+    const auto at = engine_config.find(key);
+    if (at == std::string_view::npos) continue;
+    std::string_view v = engine_config.substr(at + key.size());
+    v = v.substr(0, v.find(','));
+    if (off(v)) return true;
+  }
+  return false;
+}
+
+/// What `host_vram_pair` found for the last pair of regions of a prepare: descriptors of the
+/// same two regions reuse it (one mapping, one device lookup and one pin per region pair).
+struct host_vram_regions {
+  const backend::region* local = nullptr;
+  const backend::remote_region* remote = nullptr;
+  bool usable = false;
+  char* remote_base = nullptr;  ///< where the remote region starts in this process
+  detail::gpu::located loc;
+};
+
+// A DRAM <-> VRAM pair that the CUDA driver can copy here (`host_vram_copy=cuda`): the peer is
+// this agent or one of this process (both addresses valid here), or another process of this
+// host whose VRAM UCX's cuda_ipc key maps here while the DRAM is local. Pins the DRAM region
+// on first use. Nothing: the pair stays with UCX.
+std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<backend::region>& l,
+                                               const bound_desc<backend::remote_region>& rm,
+                                               const detail::peer_state& peer, std::uint32_t w,
+                                               bool map_peer, host_vram_regions& last) {
+  const bool local_dram = l.region->kind == mem_kind::dram;
+  if (local_dram == (rm.region->kind == mem_kind::dram)) return std::nullopt;
+  if (last.local != l.region || last.remote != rm.region) {
+    last = {l.region, rm.region};
+    const desc& rr = rm.region->range;
+    const bool same_process = peer.is_self || peer.local_alive != nullptr;
+    void* base = nullptr;
+    if (same_process)
+      base = reinterpret_cast<void*>(rr.addr);
+    else if (map_peer && local_dram && peer.pidfd >= 0 && w < rm.region->rkeys.size())
+      base = detail::gpu::map_remote(rm.region->rkeys[w].get(), rr.addr, rr.dev);
+    if (base == nullptr) return std::nullopt;
+    const std::uint64_t dev = local_dram ? rr.dev : l.region->range.dev;
+    const auto loc =
+        detail::gpu::locate(local_dram ? base : reinterpret_cast<void*>(l.region->range.addr), dev);
+    if (!loc) return std::nullopt;
+    const desc& host = local_dram ? l.region->range : rr;
+    detail::gpu::pin(host.addr, host.len, dev);
+    last.usable = true;
+    last.remote_base = static_cast<char*>(base);
+    last.loc = *loc;
+  }
+  if (!last.usable) return std::nullopt;
+  void* remote = last.remote_base + (rm.addr - rm.region->range.addr);
+  void* here = reinterpret_cast<void*>(l.addr);
+  const bool write = op == xfer_op::write;
+  return detail::gpu_item{write ? remote : here, write ? here : remote, l.len, last.loc.ctx,
+                          last.loc.stream};
+}
+
 }  // namespace
 
 void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>> local,
@@ -94,8 +161,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const std::size_t split = eng_->cfg().split_batch_size;
   const bool chunked = split > 0 && nw > 1 && local.size() > split;
   std::vector<detail::xfer_item> items;
+  std::vector<detail::gpu_item> gpu;
   std::vector<chunk> chunks;
   items.reserve(local.size());
+  const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
+  const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
+  host_vram_regions last_pair;
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -119,6 +190,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
             "that '{}' registered",
             i, rm.addr, rm.len, rm.region->range.addr, rm.region->range.len, p.state->name);
     if (l.len == 0) continue;
+    if (cuda_path) {
+      if (auto g = host_vram_pair(op, l, rm, *p.state, w, map_peer, last_pair)) {
+        gpu.push_back(*g);
+        continue;
+      }
+    }
     std::uint32_t cw = w;
     if (chunked) {
       const std::size_t k = items.size() / split;  // chunk of this item
@@ -136,6 +213,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
   r.slot_->peer.store(p.state, std::memory_order_relaxed);
   r.items_ = std::move(items);
+  r.gpu_ = std::move(gpu);
   r.chunks_ = std::move(chunks);
   r.peer_ = p.state;
   r.ep_ = p.state->eps[w];
@@ -162,12 +240,14 @@ status backend::release(request& r) noexcept {
   if (!eng_->detach(s)) eng_->release_slot(s);
   r.slot_ = nullptr;
   r.items_.clear();
+  r.gpu_.clear();
   r.chunks_.clear();
   return status::success;
 }
 
 std::optional<std::chrono::microseconds> backend::estimate(const request& r) const {
-  if (r.ep_ == nullptr) return std::nullopt;
+  // UCX cannot estimate the descriptors the CUDA driver copies (host_vram_copy=cuda)
+  if (r.ep_ == nullptr || !r.gpu_.empty()) return std::nullopt;
   double seconds = 0;
   for (const detail::xfer_item& it : r.items_) {
     ucp_ep_evaluate_perf_param_t pp{};

@@ -81,7 +81,18 @@ TEST_CASE("ucx config parses NIXL's parameters") {
   CHECK(code_of([] {
           backend::config::from_params({{"enable_prog_thread", "perhaps"}});
         }) == status::invalid_param);
+  // host_vram_copy: cuda (the default) or ucx, and back through to_params
+  CHECK(backend::config::from_params({}).cuda_host_vram);
+  CHECK_FALSE(backend::config::from_params({{"host_vram_copy", "UCX"}}).cuda_host_vram);
+  CHECK(backend::config::from_params({{"host_vram_copy", "cuda"}}).cuda_host_vram);
+  CHECK_FALSE(backend::config::from_params(
+                  backend::config::from_params({{"host_vram_copy", "ucx"}}).to_params())
+                  .cuda_host_vram);
+  CHECK(code_of([] {
+          backend::config::from_params({{"host_vram_copy", "gpu"}});
+        }) == status::invalid_param);
   auto d = backend::default_params();
+  CHECK(d.count("host_vram_copy") == 1);
   CHECK(d.count("num_workers") == 1);
   CHECK(d.count("ucx_error_handling_mode") == 1);
   CHECK(d.count("engine_config") == 1);

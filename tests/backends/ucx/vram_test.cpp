@@ -106,8 +106,8 @@ struct vram_pair {
   cuda_test::gpu_buffer dst{size, second_gpu()};
   ucx_agent ini{"ini"};
   ucx_agent tgt{"tgt"};
-  vram_pair() {
-    ini.create_backend<nixl::ucx::backend>();
+  explicit vram_pair(const nixl::params& ini_params = {}) {
+    ini.create_backend<nixl::ucx::backend>(ini_params);
     tgt.create_backend<nixl::ucx::backend>();
     ini.register_memory(cuda_test::reg(mem_kind::vram, src.addr(), size, src.dev));
     tgt.register_memory(cuda_test::reg(mem_kind::vram, dst.addr(), size, dst.dev));
@@ -193,7 +193,10 @@ TEST_CASE("ucx vram: one process, GPU 0 <-> GPU 1, 1 and 1000 descriptors, notif
 
 TEST_CASE("ucx vram: VRAM <-> DRAM in one process", "[ucx][vram]") {
   NEED_UCX_VRAM();
-  vram_pair p;
+  // cuda: the driver copies (pinned host memory); ucx: UCX's protocols (host staging)
+  const std::string mode = GENERATE(std::string("cuda"), std::string("ucx"));
+  INFO("host_vram_copy=" << mode);
+  vram_pair p({{"host_vram_copy", mode}});
   const std::size_t n = std::size_t{16} << 20;
   ucx_test::buffer host(n);
   p.ini.register_memory(cuda_test::reg(mem_kind::dram, host.addr(), n, 0));
@@ -239,6 +242,9 @@ TEST_CASE("ucx vram: VRAM <-> DRAM in one process", "[ucx][vram]") {
 
 TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notifications", "[ucx][vram]") {
   NEED_UCX_VRAM();
+  // host_vram_copy only changes how this process's DRAM meets the peer's VRAM (the last steps)
+  const std::string mode = GENERATE(std::string("cuda"), std::string("ucx"));
+  INFO("host_vram_copy=" << mode);
   const std::size_t size = std::size_t{64} << 20;
   const int peer_gpu = second_gpu();
   peer_process t(NIXL_UCX_PEER_EXE,
@@ -246,7 +252,7 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
   cuda_test::gpu_buffer mine(size, 0);
   ucx_test::buffer host(std::size_t{1} << 20);
   ucx_agent in("initiator");
-  in.create_backend<nixl::ucx::backend>();
+  in.create_backend<nixl::ucx::backend>({{"host_vram_copy", mode}});
   in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
   in.register_memory(cuda_test::reg(mem_kind::dram, host.addr(), host.size(), 0));
   REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
@@ -306,6 +312,21 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
   REQUIRE(n.size() == 1);
   CHECK(t.ask(ucx_test::sum_cmd(4096, host.size())) == ucx_test::sum_of(host.data(), host.size()));
   REQUIRE(wait(h) == status::success);
+
+  // the peer's VRAM -> host memory of this process, 64 descriptors of 16 KiB, strided there
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 11", 2 * host.size())) == "OK");
+  std::memset(host.data(), 0, host.size());
+  const std::size_t nb = 64, bl = std::size_t{16} << 10;
+  auto hr = in.create_request(xfer_op::read, blocks(mem_kind::dram, host.addr(), nb, bl, bl, 0),
+                              blocks(mem_kind::vram, ta, nb, bl, 2 * bl, peer_gpu), "target");
+  (void)hr.post();
+  REQUIRE(wait(hr) == status::success);
+  bool same = true;
+  for (std::size_t i = 0; i < nb && same; ++i)
+    for (std::size_t k = 0; k < bl && same; ++k)
+      same = static_cast<std::uint8_t>(host.data()[i * bl + k]) ==
+             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 11));
+  CHECK(same);
 }
 
 TEST_CASE("ucx vram: an agent with UCX and CUDA moves VRAM through CUDA, DRAM through UCX",

@@ -17,6 +17,7 @@
 #include <ucp/api/ucp.h>
 
 #include <nixl/backends/ucx/detail/engine.hpp>
+#include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/memory.hpp>
@@ -122,6 +123,7 @@ class backend {
     request() = default;
     request(request&& o) noexcept
         : items_(std::move(o.items_)),
+          gpu_(std::move(o.gpu_)),
           chunks_(std::move(o.chunks_)),
           slot_(std::exchange(o.slot_, nullptr)),
           peer_(std::exchange(o.peer_, nullptr)),
@@ -130,6 +132,7 @@ class backend {
           op_(o.op_) {}
     request& operator=(request&& o) noexcept {
       items_ = std::move(o.items_);
+      gpu_ = std::move(o.gpu_);
       chunks_ = std::move(o.chunks_);
       slot_ = std::exchange(o.slot_, nullptr);
       peer_ = std::exchange(o.peer_, nullptr);
@@ -140,6 +143,8 @@ class backend {
     }
     /// Number of descriptor pairs UCX will see.
     std::size_t size() const noexcept { return items_.size(); }
+    /// Number of descriptor pairs the CUDA driver copies instead (`host_vram_copy=cuda`).
+    std::size_t gpu_copies() const noexcept { return gpu_.size(); }
     /// Index of the worker this request runs on (its first chunk's, when split).
     std::uint32_t worker() const noexcept { return worker_; }
     /// Workers the request is split over (1 unless `split_batch_size` applies).
@@ -148,6 +153,8 @@ class backend {
    private:
     friend class backend;
     std::vector<detail::xfer_item> items_;
+    /// DRAM <-> VRAM pairs of this host that the CUDA driver copies at post, before UCX's part.
+    std::vector<detail::gpu_item> gpu_;
     std::vector<chunk> chunks_;  ///< empty: one chunk, all items on `worker_`
     detail::op_slot* slot_ = nullptr;
     detail::peer_state* peer_ = nullptr;
@@ -247,6 +254,11 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (s == nullptr) return status::invalid_param;
   if (s->state.load(std::memory_order_acquire) == detail::phase::busy) return status::repost_active;
   if (r.peer_->gone()) return status::remote_disconnect;
+  // DRAM <-> VRAM of this host: the driver's copies end here, before the flush that precedes
+  // the notification.
+  if (!r.gpu_.empty()) {
+    if (const status g = detail::gpu_copy(r.gpu_); g != status::success) return g;
+  }
 
   s->has_notif = notif.has_value();
   if (notif) {

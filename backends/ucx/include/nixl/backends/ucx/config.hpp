@@ -51,6 +51,11 @@ struct config {
   /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
   /// default in `nixl::agent_config`).
   std::optional<bool> enable_prog_thread;
+  /// How DRAM <-> VRAM of this host moves (`host_vram_copy`): `cuda` (true, the default) lets
+  /// the CUDA driver copy it, from pinned host memory, where the VRAM is mapped in this process
+  /// (this process's, or a peer process's through CUDA IPC) and the driver loads; `ucx` (false)
+  /// leaves it to UCX, which stages it through host memory (docs/ucx.md, "GPU memory").
+  bool cuda_host_vram = true;
 
   /// Parses NIXL-style params; throws `nixl::error(invalid_param)` naming a bad value.
   static config from_params(const params& p);

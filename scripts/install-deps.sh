@@ -9,6 +9,7 @@ pkgs=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
   libssl-dev iproute2 util-linux curl
   fio iperf3 gnuplot-nox procps
+  libfabric-dev libfabric-bin
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,9 +10,7 @@
 
 namespace nixl::libfabric {
 
-namespace {
-
-std::vector<std::string> split_list(std::string_view s) {
+std::vector<std::string> config::split_list(std::string_view s) {
   std::vector<std::string> out;
   while (!s.empty()) {
     const auto comma = s.find(',');
@@ -24,6 +22,8 @@ std::vector<std::string> split_list(std::string_view s) {
   }
   return out;
 }
+
+namespace {
 
 std::chrono::milliseconds millis(std::string_view key, std::string_view v, std::uint64_t lo,
                                  std::uint64_t hi) {
@@ -105,8 +105,8 @@ params backend::default_params() {
           {"stripe_threshold", "131072"},
           {"max_notif_size", "65536"},
           {"rx_buffers", "64"},
-          {"heartbeat_ms", "200"},
-          {"peer_timeout_ms", "1500"},
+          {"heartbeat_ms", "100"},
+          {"peer_timeout_ms", "1200"},
           {"num_threads", "0"},
           {"split_batch_size", "1024"},
           {"enable_prog_thread", "true"},

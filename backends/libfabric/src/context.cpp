@@ -119,6 +119,13 @@ void engine::open_rails() {
 
   std::vector<std::string> wanted = cfg_.interfaces;
   if (wanted.empty()) {
+    if (const char* e = std::getenv("NIXL_LIBFABRIC_INTERFACES"); e != nullptr)
+      wanted = config::split_list(e);
+  }
+  if (wanted.size() > config::max_rails)
+    raise(status::invalid_param, "LIBFABRIC: {} interfaces; at most {} rails", wanted.size(),
+          config::max_rails);
+  if (wanted.empty()) {
     if (std::string e = env_interface(requested); !e.empty()) wanted.push_back(e);
   }
   // One info per domain: the first of its entries, IPv4 before other address formats.

@@ -66,7 +66,12 @@ void engine::on_error(const fi_cq_err_entry& e) noexcept {
     log::warn("LIBFABRIC: completion error without context: {}", fi_strerror(e.err));
     return;
   }
-  const status st = to_status(e.err);
+  // A provider cancels what it still held when the connection to the peer broke (tcp;ofi_rxm):
+  // outside teardown that is the peer's failure, not a cancellation by this agent.
+  status st = to_status(e.err);
+  if (st == status::canceled && !stop_.load(std::memory_order_relaxed) &&
+      (c->kind == ctx_kind::rma || c->kind == ctx_kind::notif))
+    st = status::remote_disconnect;
   switch (c->kind) {
     case ctx_kind::rma: {
       op_slot* s = c->slot;
@@ -214,8 +219,12 @@ void engine::heartbeat() noexcept {
 
 void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (p->is_self) return;
-  if (!p->failed.exchange(true, std::memory_order_acq_rel))
-    log::warn("LIBFABRIC: peer '{}' failed: {}", p->name, why);
+  if (p->failed.exchange(true, std::memory_order_acq_rel)) return;
+  log::warn("LIBFABRIC: peer '{}' failed: {}", p->name, why);
+  // its operations may never complete: they stop keeping the progress thread polling
+  std::lock_guard lk(slots_mu_);
+  for (auto& s : slots_)
+    if (s->peer == p && s->state.load(std::memory_order_acquire) != phase::idle) uncount(s.get());
 }
 
 std::size_t engine::progress() noexcept {

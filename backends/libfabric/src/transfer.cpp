@@ -44,7 +44,7 @@ void engine::complete(op_slot* s, status st) noexcept {
   phase expected = phase::busy;
   const bool ok =
       s->state.compare_exchange_strong(expected, phase::done, std::memory_order_acq_rel);
-  active_.fetch_sub(1, std::memory_order_acq_rel);
+  uncount(s);
   if (!ok && expected == phase::orphan) reclaim(s);
 }
 
@@ -79,6 +79,7 @@ status engine::start(op_slot* s) noexcept {
   s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
   s->outstanding.store(1, std::memory_order_relaxed);
   s->hold.store(true, std::memory_order_relaxed);
+  s->counted.store(true, std::memory_order_relaxed);
   active_.fetch_add(1, std::memory_order_seq_cst);
   s->state.store(phase::busy, std::memory_order_release);
   if (sleeping_.load(std::memory_order_seq_cst)) wake();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nixl/memory.hpp>
@@ -22,9 +23,9 @@ struct config {
   /// "tcp;ofi_rxm".
   std::string provider;
   /// Rails (`interfaces`, alias `device_list`): comma-separated domain names as `fi_info`
-  /// shows them ("lo", "veth0", "rdmap16s27-rdm"). Empty: `FI_TCP_IFACE` /
-  /// `FI_SOCKETS_IFACE` when set for those providers, else the first domain the provider
-  /// reports (one rail).
+  /// shows them ("lo", "veth0", "rdmap16s27-rdm"). Empty: `NIXL_LIBFABRIC_INTERFACES` (the same
+  /// list) when set, else `FI_TCP_IFACE` / `FI_SOCKETS_IFACE` for those providers, else the
+  /// first domain the provider reports (one rail).
   std::vector<std::string> interfaces;
   /// Transfers of a descriptor longer than this are striped over every rail (`stripe_threshold`,
   /// bytes; 128 KiB as NIXL's EFA plugin).
@@ -35,8 +36,8 @@ struct config {
   std::size_t rx_buffers = 64;
   /// Heartbeat period to each loaded peer (`heartbeat_ms`) and how long a heartbeat may stay
   /// unanswered before the peer counts as dead (`peer_timeout_ms`).
-  std::chrono::milliseconds heartbeat{200};
-  std::chrono::milliseconds peer_timeout{1500};
+  std::chrono::milliseconds heartbeat{100};
+  std::chrono::milliseconds peer_timeout{1200};
   /// NIXL's names, accepted: application threads (`num_threads`) and descriptors per posting
   /// batch (`split_batch_size`). Requests are already spread over rails; these only bound
   /// posting batches.
@@ -52,6 +53,8 @@ struct config {
   static config from_params(const params& p);
   /// The params that give this config back.
   params to_params() const;
+  /// "a, b,c" -> {"a", "b", "c"}.
+  static std::vector<std::string> split_list(std::string_view s);
   /// The provider in effect (the parameter, else FI_PROVIDER, else "tcp;ofi_rxm").
   std::string effective_provider() const;
 };

@@ -77,8 +77,12 @@ struct op_slot {
   std::atomic<int> result{static_cast<int>(status::success)};
   /// Operations posted and not completed, plus one held while posting.
   std::atomic<int> outstanding{0};
-  std::atomic<int> failure{0};                  ///< first error (a `status`), 0: none
-  std::atomic<bool> hold{false};                ///< the posting count is still held
+  std::atomic<int> failure{0};    ///< first error (a `status`), 0: none
+  std::atomic<bool> hold{false};  ///< the posting count is still held
+  /// Counted among the engine's busy slots (what keeps the progress thread polling); a slot
+  /// whose peer failed stops counting, so that operations libfabric never completes do not
+  /// keep the thread spinning.
+  std::atomic<bool> counted{false};
   std::atomic_flag posting = ATOMIC_FLAG_INIT;  ///< one thread posts this slot at a time
   std::uint32_t next = 0;                       ///< chunks posted so far (under `posting`)
   bool notif_due = false;  ///< data landed, notification not yet posted (under `posting`)
@@ -185,6 +189,10 @@ class engine {
   void data_done(op_slot* s) noexcept;
   std::optional<status> post_notif(op_slot* s) noexcept;
   void complete(op_slot* s, status st) noexcept;
+  void uncount(op_slot* s) noexcept {
+    if (s->counted.exchange(false, std::memory_order_acq_rel))
+      active_.fetch_sub(1, std::memory_order_acq_rel);
+  }
   void reclaim(op_slot* s) noexcept;
   void queue_retry(op_slot* s) noexcept;
   void run_retries() noexcept;

@@ -74,6 +74,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     self->name = agent_name_;
     self->uid = uid_;
     self->is_self = true;
+    self->contact.store(true);
     self->remote_rails = rails_.size();
     for (auto& r : rails_) {
       fi_addr_t a = FI_ADDR_UNSPEC;

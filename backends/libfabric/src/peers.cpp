@@ -37,6 +37,8 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   p->uid = rec.uid;
   p->remote_rails = rec.addresses.size();
   p->last_seen_ns = now_ns();
+  p->contact_deadline_ns = p->last_seen_ns + std::chrono::nanoseconds(engine::contact_wait).count();
+  p->contact.store(uid_ < rec.uid);
   for (std::size_t i = 0; i < rails_.size(); ++i) {
     rail& r = *rails_[i];
     const std::string_view a = rec.addresses[i % rec.addresses.size()];
@@ -52,6 +54,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     p->addr.push_back(fa);
   }
   std::lock_guard lk(peers_mu_);
+  if (!p->contact.load()) awaiting_contact_.fetch_add(1);
   p->token = peers_.size();
   peers_.push_back(std::move(p));
   return peers_.back().get();
@@ -76,7 +79,7 @@ void engine::notify(peer_state* p, std::string_view msg) {
   w.raw(msg);
   const std::string bytes = w.take();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!send_ctrl(p->addr[0], p, bytes)) {
+  while (!may_send(p) || !send_ctrl(p->addr[0], p, bytes)) {
     if (p->failed.load())
       raise(status::remote_disconnect, "LIBFABRIC notify: peer '{}' failed", p->name);
     if (std::chrono::steady_clock::now() > until)
@@ -85,6 +88,13 @@ void engine::notify(peer_state* p, std::string_view msg) {
     progress();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+bool engine::may_send(peer_state* p) noexcept {
+  if (p->contact.load(std::memory_order_acquire)) return true;
+  if (now_ns() < p->contact_deadline_ns) return false;
+  if (!p->contact.exchange(true, std::memory_order_acq_rel)) awaiting_contact_.fetch_sub(1);
+  return true;
 }
 
 void engine::take_notifications(notif_map& out) {

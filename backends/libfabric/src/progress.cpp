@@ -109,6 +109,13 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
     log::warn("LIBFABRIC: dropped a malformed message of {} bytes", len);
     return;
   }
+  if (awaiting_contact_.load(std::memory_order_acquire) > 0) {
+    // heard from it: its connection exists, this side may send now
+    std::lock_guard lk(peers_mu_);
+    for (auto& p : peers_)
+      if (p->uid == m->uid && !p->contact.exchange(true, std::memory_order_acq_rel))
+        awaiting_contact_.fetch_sub(1, std::memory_order_acq_rel);
+  }
   switch (m->type) {
     case wire::msg_type::notif:
       try {
@@ -157,7 +164,8 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
   }
 }
 
-bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes) noexcept {
+bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes,
+                       bool may_drain) noexcept {
   if (bytes.size() > msg_cap_) return false;
   const int i = take_send_buffer();
   if (i < 0) return false;
@@ -179,6 +187,7 @@ bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes) no
       if (p != nullptr) mark_failed(p, fi_strerror(static_cast<int>(-rc)));
       return false;
     }
+    if (!may_drain) break;
     drain(0);
   }
   give_send_buffer(static_cast<std::uint32_t>(i));
@@ -202,14 +211,14 @@ void engine::heartbeat() noexcept {
       mark_failed(p, "no heartbeat answer within peer_timeout_ms");
       continue;
     }
-    if (now - p->ping_sent_ns < period) continue;
+    if (now - p->ping_sent_ns < period || !may_send(p)) continue;
     std::string ping;
     try {
       ping = wire::encode_ping(uid_, p->token, p->ping_seq + 1, rails_[0]->address);
     } catch (...) {
       continue;
     }
-    if (send_ctrl(p->addr[0], p, ping)) {
+    if (send_ctrl(p->addr[0], p, ping, false)) {
       p->ping_seq += 1;
       p->ping_out = true;
       p->ping_sent_ns = now;

@@ -94,7 +94,9 @@ void engine::pump(op_slot* s) noexcept {
   bool requeue = false;
   const std::uint64_t wflags = FI_COMPLETION | rma_flags_;
   int eagain = 0;
-  while (s->next < s->chunks.size()) {
+  // the peer's connection is not ours to open yet: the progress loop posts later
+  if (s->next < s->chunks.size() && !may_send(s->peer)) requeue = true;
+  while (!requeue && s->next < s->chunks.size()) {
     if (s->peer->failed.load(std::memory_order_relaxed)) {
       int none = 0;
       s->failure.compare_exchange_strong(none, static_cast<int>(status::remote_disconnect),

@@ -104,6 +104,11 @@ struct peer_state {
   std::vector<fi_addr_t> addr;  ///< per local rail
   std::size_t remote_rails = 1;
   std::atomic<bool> failed{false};
+  /// May send: tcp;ofi_rxm loses operations when both sides open their connection at once
+  /// (libfabric issue 7396), so of two agents that load each other only the one with the lower
+  /// identity opens it; the other waits until it hears from the peer, or `contact_wait`.
+  std::atomic<bool> contact{false};
+  std::int64_t contact_deadline_ns = 0;
   bool is_self = false;
   bool closed = false;
   // heartbeat, under the engine's peers mutex
@@ -176,6 +181,9 @@ class engine {
   std::size_t progress() noexcept;
 
   static constexpr std::chrono::milliseconds release_grace{20};
+  static constexpr std::chrono::milliseconds contact_wait{200};
+  /// True when this agent may send to `p` now (see `peer_state::contact`).
+  bool may_send(peer_state* p) noexcept;
   static constexpr std::size_t max_name_size = 1024;
   static constexpr std::size_t header_size = 32;  ///< room for a message header and name length
 
@@ -201,7 +209,9 @@ class engine {
   void on_error(const fi_cq_err_entry& e) noexcept;
   void on_message(const char* data, std::size_t len) noexcept;
   void heartbeat() noexcept;
-  bool send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes) noexcept;
+  /// `drain`: on a full queue, read completions between attempts (not while holding the
+  /// peers mutex: a received message takes it).
+  bool send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes, bool drain = true) noexcept;
   int take_send_buffer() noexcept;
   void give_send_buffer(std::uint32_t i) noexcept;
   void mark_failed(peer_state* p, std::string_view why) noexcept;
@@ -240,6 +250,7 @@ class engine {
   peer_state* self_ = nullptr;
   std::map<std::string, fi_addr_t, std::less<>> reply_addr_;  ///< heartbeat senders (rail 0)
   std::int64_t next_heartbeat_ns_ = 0;
+  std::atomic<int> awaiting_contact_{0};  ///< peers not yet heard from that wait for it
 
   std::mutex slots_mu_;
   std::vector<std::unique_ptr<op_slot>> slots_;

@@ -10,7 +10,9 @@
 # packed nixlbench), OP (WRITE or READ, default WRITE), ITER (num_iter, default 1000),
 # ETCD=1 (nixl-bench meets through an etcd on the target host instead of the listener),
 # START (first block size, default 4K), NO_NIXL=1 (skip NIXL's nixlbench). UCX_* variables
-# reach both benchmarks.
+# reach both benchmarks. LIBFABRIC=1 gives each host a second link (eth1) and adds, per round,
+# nixl-bench --backend LIBFABRIC (tcp;ofi_rxm) over one rail (eth0) and two (eth0,eth1), and
+# iperf3 over both links at once (one stream each); multihost_libfabric_table.py sums them up.
 # Leaves OUTDIR/<round>-{iperf3.json,nixl-bench.csv,nixlbench.log} and prints a summary.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,7 +31,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
+SANDBOX_LINKS=${LIBFABRIC:+2} SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
 in_host() {
   local h=$1
   shift
@@ -86,6 +88,32 @@ for ((r = 1; r <= rounds; r++)); do
   fi
   wait $tgt || true
 
+  # LIBFABRIC: one rail, two rails, and iperf3 over both links (listener meeting only)
+  if [[ -n "${LIBFABRIC:-}" ]]; then
+    b1=$("$sb" addr2 1)
+    in_host 1 iperf3 -s -1 -B "$a1" -p 5201 >/dev/null 2>&1 &
+    s1=$!
+    in_host 1 iperf3 -s -1 -B "$b1" -p 5202 >/dev/null 2>&1 &
+    s2=$!
+    sleep 0.5
+    in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3-link1.json" &
+    c1=$!
+    in_host 0 iperf3 -c "$b1" -p 5202 -P 1 -t 10 -J >"$out/$r-iperf3-link2.json"
+    wait $c1 $s1 $s2 || true
+    for rails in eth0 eth0,eth1; do
+      tag=lf$(($(tr -cd , <<<"$rails" | wc -c) + 1))
+      lfenv=(env FI_PROVIDER="tcp;ofi_rxm" NIXL_LIBFABRIC_INTERFACES="$rails")
+      in_host 1 "${lfenv[@]}" "$bench" --backend LIBFABRIC --role target --listen_address "$a1" \
+        --port 5555 "${sizes[@]}" >"$out/$r-nixl-bench-$tag.target.log" 2>&1 &
+      tgt=$!
+      wait_target "$out/$r-nixl-bench-$tag.target.log"
+      in_host 0 "${lfenv[@]}" "$bench" --backend LIBFABRIC --role initiator --peer_ip "$a1" \
+        --port 5555 --op_type "$op" "${sizes[@]}" --output_format csv \
+        >"$out/$r-nixl-bench-$tag.csv" 2>"$out/$r-nixl-bench-$tag.err"
+      wait $tgt || true
+    done
+  fi
+
   # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
   [[ -n "${NO_NIXL:-}" ]] && continue
   args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
@@ -100,3 +128,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r done: $(uptime)" | tee -a "$out/load.txt"
 done
 /usr/bin/python3 "$root/bench/nixl-bench/multihost_table.py" "$out" "$rounds"
+if [[ -n "${LIBFABRIC:-}" ]]; then
+  echo
+  /usr/bin/python3 "$root/bench/nixl-bench/multihost_libfabric_table.py" "$out" "$rounds"
+fi

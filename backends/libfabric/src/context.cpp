@@ -161,27 +161,28 @@ void engine::open_rails() {
   }
   for (fi_info* src : chosen) {
     auto r = std::make_unique<rail>();
-    r->info = fi_dupinfo(src);
+    r->info.reset(fi_dupinfo(src));
     if (r->info == nullptr) throw std::bad_alloc();
     r->domain_name = r->info->domain_attr->name ? r->info->domain_attr->name : "";
     rails_.push_back(std::move(r));
     rail& x = *rails_.back();
-    NIXL_FI_CHECK(fi_fabric(x.info->fabric_attr, &x.fabric, nullptr), "rail {}", x.domain_name);
-    NIXL_FI_CHECK(fi_domain(x.fabric, x.info, &x.domain, nullptr), "rail {}", x.domain_name);
+    NIXL_FI_CHECK(fi_fabric(x.info->fabric_attr, x.fabric.out(), nullptr), "rail {}",
+                  x.domain_name);
+    NIXL_FI_CHECK(fi_domain(x.fabric, x.info, x.domain.out(), nullptr), "rail {}", x.domain_name);
     fi_av_attr av{};
     av.type =
         x.info->domain_attr->av_type != FI_AV_UNSPEC ? x.info->domain_attr->av_type : FI_AV_TABLE;
-    NIXL_FI_CHECK(fi_av_open(x.domain, &av, &x.av, nullptr), "rail {}", x.domain_name);
+    NIXL_FI_CHECK(fi_av_open(x.domain, &av, x.av.out(), nullptr), "rail {}", x.domain_name);
     fi_cq_attr cq{};
     cq.format = FI_CQ_FORMAT_MSG;
     cq.wait_obj = FI_WAIT_FD;
-    if (fi_cq_open(x.domain, &cq, &x.cq, nullptr) != 0) {
+    if (fi_cq_open(x.domain, &cq, x.cq.out(), nullptr) != 0) {
       cq.wait_obj = FI_WAIT_NONE;  // the progress thread then polls with short sleeps
-      NIXL_FI_CHECK(fi_cq_open(x.domain, &cq, &x.cq, nullptr), "rail {}", x.domain_name);
+      NIXL_FI_CHECK(fi_cq_open(x.domain, &cq, x.cq.out(), nullptr), "rail {}", x.domain_name);
     } else if (fi_control(&x.cq->fid, FI_GETWAIT, &x.wait_fd) != 0) {
       x.wait_fd = -1;
     }
-    NIXL_FI_CHECK(fi_endpoint(x.domain, x.info, &x.ep, nullptr), "rail {}", x.domain_name);
+    NIXL_FI_CHECK(fi_endpoint(x.domain, x.info, x.ep.out(), nullptr), "rail {}", x.domain_name);
     NIXL_FI_CHECK(fi_ep_bind(x.ep, &x.av->fid, 0), "rail {}", x.domain_name);
     NIXL_FI_CHECK(fi_ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), "rail {}", x.domain_name);
     NIXL_FI_CHECK(fi_enable(x.ep), "rail {}", x.domain_name);
@@ -222,8 +223,9 @@ void engine::setup_buffers() {
   bufs_ = decltype(bufs_)(static_cast<std::byte*>(p), [](std::byte* b) { std::free(b); });
   rail& r0 = *rails_[0];
   const std::uint64_t key = prov_key_ ? 0 : next_key_.fetch_add(1);
-  NIXL_FI_CHECK(fi_mr_reg(r0.domain, p, total, FI_SEND | FI_RECV, 0, key, 0, &bufs_mr_, nullptr),
-                "message buffers");
+  NIXL_FI_CHECK(
+      fi_mr_reg(r0.domain, p, total, FI_SEND | FI_RECV, 0, key, 0, bufs_mr_.out(), nullptr),
+      "message buffers");
   if (mr_endpoint_) {
     NIXL_FI_CHECK(fi_mr_bind(bufs_mr_, &r0.ep->fid, 0), "message buffers");
     NIXL_FI_CHECK(fi_mr_enable(bufs_mr_), "message buffers");
@@ -285,26 +287,12 @@ void engine::teardown() noexcept {
     wake();
     thread_.join();
   }
-  // Endpoints first: they stop using every buffer, registration and slot.
-  for (auto& r : rails_) {
-    if (r->ep) NIXL_FI_WARN(fi_close(&r->ep->fid));
-    r->ep = nullptr;
-  }
+  // Endpoints first: they stop using every buffer, registration and slot; then the memory
+  // regions; the rest closes in reverse order of opening with each rail.
+  for (auto& r : rails_) r->ep.reset();
   close_deferred(true);
-  if (bufs_mr_) NIXL_FI_WARN(fi_close(&bufs_mr_->fid));
-  bufs_mr_ = nullptr;
-  for (auto& r : rails_) {
-    if (r->cq) NIXL_FI_WARN(fi_close(&r->cq->fid));
-    if (r->av) NIXL_FI_WARN(fi_close(&r->av->fid));
-    if (r->domain) NIXL_FI_WARN(fi_close(&r->domain->fid));
-    if (r->fabric) NIXL_FI_WARN(fi_close(&r->fabric->fid));
-    if (r->info) fi_freeinfo(r->info);
-    r->cq = nullptr;
-    r->av = nullptr;
-    r->domain = nullptr;
-    r->fabric = nullptr;
-    r->info = nullptr;
-  }
+  bufs_mr_.reset();
+  rails_.clear();
 }
 
 }  // namespace nixl::libfabric::detail

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include <nixl/backends/libfabric/check.hpp>
 #include <nixl/backends/libfabric/config.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/unique_fd.hpp>
@@ -118,14 +120,50 @@ struct peer_state {
   bool ping_out = false;
 };
 
-/// One NIC or interface: its own fabric, domain, address vector, completion queue, endpoint.
+/// Owns one libfabric object: `fi_close` (or `fi_freeinfo` for an info) once, move-only.
+template <class T>
+class fi_handle {
+ public:
+  fi_handle() noexcept = default;
+  fi_handle(fi_handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  fi_handle& operator=(fi_handle&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.p_, nullptr));
+    return *this;
+  }
+  fi_handle(const fi_handle&) = delete;
+  fi_handle& operator=(const fi_handle&) = delete;
+  ~fi_handle() { reset(); }
+  T* get() const noexcept { return p_; }
+  operator T*() const noexcept { return p_; }  // NOLINT: passed straight to fi_* calls
+  T* operator->() const noexcept { return p_; }
+  /// Where a fi_* call stores a new object (the old one is closed first).
+  T** out() noexcept {
+    reset();
+    return &p_;
+  }
+  void reset(T* p = nullptr) noexcept {
+    if (p_ != nullptr) {
+      if constexpr (std::is_same_v<T, fi_info>)
+        fi_freeinfo(p_);
+      else
+        NIXL_FI_WARN(fi_close(&p_->fid));
+    }
+    p_ = p;
+  }
+
+ private:
+  T* p_ = nullptr;
+};
+
+/// One NIC or interface: its own fabric, domain, address vector, completion queue, endpoint
+/// (members in the order they are opened, so that they close in reverse).
 struct rail {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
+  fi_handle<fi_info> info;
+  fi_handle<fid_fabric> fabric;
+  fi_handle<fid_domain> domain;
+  fi_handle<fid_av> av;
+  fi_handle<fid_cq> cq;
+  fi_handle<fid_ep> ep;
   int wait_fd = -1;
   std::string domain_name;
   std::string address;  ///< fi_getname of the endpoint
@@ -237,7 +275,7 @@ class engine {
   // rail 0: receive and send buffers for notifications and heartbeats, one registration
   std::size_t msg_cap_ = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> bufs_{nullptr, nullptr};
-  fid_mr* bufs_mr_ = nullptr;
+  fi_handle<fid_mr> bufs_mr_;
   void* bufs_desc_ = nullptr;
   std::vector<op_ctx> recv_ctx_;
   std::vector<op_ctx> send_ctx_;

@@ -11,6 +11,7 @@ pkgs=(
   python3-setuptools python3-wheel python3-pip
   libcpp-httplib-dev
   fio iperf3 gnuplot-nox procps
+  libfabric-dev libfabric-bin
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -16,6 +16,9 @@
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
 # "--backend_params ucx_error_handling_mode=peer"). UCX_* variables reach both benchmarks.
+# LIBFABRIC=1 gives each host a second link (eth1) and adds, per round, nixl-bench --backend
+# LIBFABRIC (tcp;ofi_rxm, WRITE or the first of OPS) over one rail (eth0) and two (eth0,eth1),
+# and iperf3 over both links at once (one stream each); multihost_libfabric_table.py sums them up.
 # Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt}
 # and prints a summary per op.
 set -euo pipefail
@@ -41,7 +44,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
+SANDBOX_LINKS=${LIBFABRIC:+2} SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
 in_host() {
   local h=$1
   shift
@@ -153,6 +156,34 @@ bytes() {  # 4K -> 4096
   esac
 }
 
+# LIBFABRIC: one rail, two rails, and iperf3 over both links (listener meeting only)
+lf_round() {
+  local r=$1 op=$2 b1 s1 s2 c1 rails tag lfenv tgt
+  # LIBFABRIC: one rail, two rails, and iperf3 over both links (listener meeting only)
+  b1=$("$sb" addr2 1)
+  in_host 1 iperf3 -s -1 -B "$a1" -p 5201 >/dev/null 2>&1 &
+  s1=$!
+  in_host 1 iperf3 -s -1 -B "$b1" -p 5202 >/dev/null 2>&1 &
+  s2=$!
+  sleep 0.5
+  in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3-link1.json" &
+  c1=$!
+  in_host 0 iperf3 -c "$b1" -p 5202 -P 1 -t 10 -J >"$out/$r-iperf3-link2.json"
+  wait $c1 $s1 $s2 || true
+  for rails in eth0 eth0,eth1; do
+    tag=lf$(($(tr -cd , <<<"$rails" | wc -c) + 1))
+    lfenv=(env FI_PROVIDER="tcp;ofi_rxm" NIXL_LIBFABRIC_INTERFACES="$rails")
+    in_host 1 "${lfenv[@]}" "$bench" --backend LIBFABRIC --role target --listen_address "$a1" \
+      --port 5555 "${sizes[@]}" >"$out/$r-nixl-bench-$tag.target.log" 2>&1 &
+    tgt=$!
+    wait_target "$out/$r-nixl-bench-$tag.target.log"
+    in_host 0 "${lfenv[@]}" "$bench" --backend LIBFABRIC --role initiator --peer_ip "$a1" \
+      --port 5555 --op_type "$op" "${sizes[@]}" --output_format csv \
+      >"$out/$r-nixl-bench-$tag.csv" 2>"$out/$r-nixl-bench-$tag.err"
+    wait $tgt || true
+  done
+}
+
 echo "load before: $(uptime)" | tee "$out/load.txt"
 for ((r = 1; r <= rounds; r++)); do
   # iperf3: one stream, 10 s, host 0 -> host 1 (the direction of a WRITE)
@@ -164,6 +195,7 @@ for ((r = 1; r <= rounds; r++)); do
 
   for op in $ops; do run_op "$r" "$op"; done
   [[ -n "${DEPTH:-}" ]] && run_op "$r" WRITE "$DEPTH"
+  [[ -n "${LIBFABRIC:-}" ]] && lf_round "$r" "${ops%% *}"
   echo "round $r done: $(uptime)" | tee -a "$out/load.txt"
 done
 for op in $ops; do
@@ -171,3 +203,7 @@ for op in $ops; do
   echo "== $op"
   /usr/bin/python3 "$root/bench/nixl-bench/multihost_table.py" "$out" "$rounds" "$op" ${DEPTH:+"$DEPTH"}
 done
+if [[ -n "${LIBFABRIC:-}" ]]; then
+  echo
+  /usr/bin/python3 "$root/bench/nixl-bench/multihost_libfabric_table.py" "$out" "$rounds"
+fi

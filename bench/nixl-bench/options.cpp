@@ -43,8 +43,8 @@ void add_options(CLI::App& app, options& o) {
   auto size_opt = [&](const char* name, std::size_t& v, const char* help) {
     app.add_option(name, v, help)->transform(CLI::AsSizeValue(false));
   };
-  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS or GDS_MT")
-      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT"}));
+  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS, GDS_MT or LIBFABRIC")
+      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT", "LIBFABRIC"}));
   app.add_option("--initiator_seg_type", o.initiator_seg_type, "DRAM or VRAM")
       ->check(CLI::IsMember({"DRAM", "VRAM"}));
   app.add_option("--target_seg_type", o.target_seg_type, "DRAM, VRAM or FILE")

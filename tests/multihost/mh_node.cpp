@@ -7,6 +7,9 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 #include <nixl/metadata/exchange.hpp>
+#if defined(NIXL_HAS_LIBFABRIC)
+#include <nixl/backends/libfabric.hpp>
+#endif
 
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -26,7 +30,13 @@
 
 namespace {
 
+// NIXL_MH_BACKEND=LIBFABRIC: the node creates the LIBFABRIC backend instead of UCX (its
+// interfaces from NIXL_LIBFABRIC_INTERFACES, its provider from FI_PROVIDER).
+#if defined(NIXL_HAS_LIBFABRIC)
+using agent_t = nixl::agent<nixl::ucx::backend, nixl::libfabric::backend>;
+#else
 using agent_t = nixl::agent<nixl::ucx::backend>;
+#endif
 using clock_t_ = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -448,7 +458,16 @@ int main(int argc, char** argv) {
   try {
     n.a = std::make_unique<agent_t>(name, cfg);
     n.x = std::make_unique<nixl::metadata::exchange>(*n.a, mc);
-    n.a->create_backend<nixl::ucx::backend>();
+    const char* backend = std::getenv("NIXL_MH_BACKEND");
+    if (backend != nullptr && std::string(backend) == "LIBFABRIC") {
+#if defined(NIXL_HAS_LIBFABRIC)
+      n.a->create_backend<nixl::libfabric::backend>();
+#else
+      throw std::runtime_error("NIXL_MH_BACKEND=LIBFABRIC: built without the LIBFABRIC backend");
+#endif
+    } else {
+      n.a->create_backend<nixl::ucx::backend>();
+    }
     n.buf.assign(size, 0);
     nixl::reg_dlist r(nixl::mem_kind::dram);
     r.push_back({{n.addr(), size, 0}, ""});

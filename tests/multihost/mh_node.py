@@ -7,6 +7,7 @@ Prints "READY <listen port> <buffer address>" and then answers one line per comm
 """
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -63,7 +64,7 @@ class Node:
             enable_prog_thread=True,
             enable_listen_thread=args.listen,
             listen_port=args.port,
-            backends=["UCX"],
+            backends=[os.environ.get("NIXL_MH_BACKEND", "UCX")],
             **kw,
         )
         self.agent = nixl_agent(args.name, conf)

@@ -11,6 +11,7 @@
 #   sandbox.sh down DIR          # tears everything down and removes DIR (idempotent)
 #   sandbox.sh sweep             # removes namespaces left by runs whose owner is gone
 #   sandbox.sh addr I            # the address of host I
+#   sandbox.sh addr2 I           # the address of host I on the second link (SANDBOX_LINKS=2)
 #
 # Exit status 77 from `up` means "cannot create namespaces here" (not root, or no ip/unshare):
 # callers treat it as a skip and print the reason from stderr.
@@ -18,7 +19,9 @@
 # Settings of `up` (environment): SANDBOX_OWNER, the pid whose death makes the namespaces stale
 # (default: the caller); SANDBOX_IFNAME, the hosts' interface name (default eth0);
 # SANDBOX_STALE_SYS=1 enters the network namespace with `nsenter --net` instead of
-# `ip netns exec`, so /sys stays the root namespace's (a set-up some containers have).
+# `ip netns exec`, so /sys stays the root namespace's (a set-up some containers have);
+# SANDBOX_LINKS=2 gives every host a second link (SANDBOX_IFNAME2, default eth1) on a second
+# bridge, 10.78.0.1 .. 10.78.0.N: two NICs per host, for striping over rails.
 set -euo pipefail
 
 prefix=nixlmh
@@ -32,6 +35,10 @@ die() {
 }
 
 addr() { echo "$subnet.$(($1 + 1))"; }
+subnet2=10.78.0
+ifname2=${SANDBOX_IFNAME2:-eth1}
+links=${SANDBOX_LINKS:-1}
+addr2() { echo "$subnet2.$(($1 + 1))"; }
 
 # Namespaces are named <prefix>-<owner pid>-<random>-<host>; "sw" is the bridge's namespace.
 ns_of() { echo "$(cat "$1/id")-$2"; }
@@ -96,6 +103,10 @@ up() {
   ip -n "$sw" link set lo up
   ip -n "$sw" link add br0 type bridge
   ip -n "$sw" link set br0 up
+  if [[ $links == 2 ]]; then
+    ip -n "$sw" link add br1 type bridge
+    ip -n "$sw" link set br1 up
+  fi
   for ((i = 0; i < n; i++)); do
     local ns="$id-$i"
     ip netns add "$ns"
@@ -107,6 +118,13 @@ up() {
     ip -n "$sw" link set "h$i" up
     ip -n "$ns" addr add "$(addr "$i")/24" dev "$ifname"
     ip -n "$ns" link set "$ifname" up
+    if [[ $links == 2 ]]; then
+      ip -n "$sw" link add "g$i" type veth peer name "$ifname2" netns "$ns"
+      ip -n "$sw" link set "g$i" master br1
+      ip -n "$sw" link set "g$i" up
+      ip -n "$ns" addr add "$(addr2 "$i")/24" dev "$ifname2"
+      ip -n "$ns" link set "$ifname2" up
+    fi
     # The host's init: pid 1 of a new PID namespace with its own IPC, UTS and mount namespaces,
     # /proc of its own (--mount-proc), /sys of its network namespace (ip netns exec) and a
     # private /dev/shm.
@@ -135,6 +153,12 @@ up() {
       ip -n "$id-$i" -o link show "$ifname" | grep -q 'state UP' && break
       sleep 0.05
     done
+    if [[ $links == 2 ]]; then
+      for _ in $(seq 100); do
+        ip -n "$id-$i" -o link show "$ifname2" | grep -q 'state UP' && break
+        sleep 0.05
+      done
+    fi
   done
   for ((i = 0; i < n; i++)); do addr "$i"; done
 }
@@ -176,6 +200,7 @@ case "$cmd" in
   down) down "${2:?DIR}" ;;
   sweep) sweep ;;
   addr) addr "${2:?HOST}" ;;
+  addr2) addr2 "${2:?HOST}" ;;
   *)
     sed -n '2,16p' "$0" >&2
     exit 2

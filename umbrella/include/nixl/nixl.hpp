@@ -34,6 +34,9 @@
 #include <nixl/backends/gds.hpp>
 #include <nixl/backends/gds_mt.hpp>
 #endif
+#if defined(NIXL_HAS_LIBFABRIC)
+#include <nixl/backends/libfabric.hpp>
+#endif
 #if defined(NIXL_HAS_METADATA)
 #include <nixl/metadata/exchange.hpp>
 #endif
@@ -83,11 +86,17 @@ using enabled_gds = type_list<gds::backend, gds_mt::backend>;
 #else
 using enabled_gds = type_list<>;
 #endif
+#if defined(NIXL_HAS_LIBFABRIC)
+using enabled_libfabric = type_list<libfabric::backend>;
+#else
+using enabled_libfabric = type_list<>;
+#endif
 }  // namespace detail
 
-/// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT.
-using enabled_backends = typename detail::concat<detail::enabled_ucx, detail::enabled_posix,
-                                                 detail::enabled_cuda, detail::enabled_gds>::type;
+/// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC.
+using enabled_backends =
+    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda,
+                            detail::enabled_gds, detail::enabled_libfabric>::type;
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

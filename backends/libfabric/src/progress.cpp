@@ -1,0 +1,319 @@
+// The progress loop: completion queues of every rail, posts waiting for room, heartbeats, and
+// the thread that runs them, sleeping on the queues' wait descriptors when idle.
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include <rdma/fi_cm.h>
+
+#include <nixl/log.hpp>
+
+#include "internal.hpp"
+#include "wire.hpp"
+
+namespace nixl::libfabric::detail {
+
+std::size_t engine::drain(std::size_t ri) noexcept {
+  rail& r = *rails_[ri];
+  fi_cq_msg_entry ev[16];
+  std::unique_lock lk(r.mu, std::try_to_lock);
+  if (!lk.owns_lock()) return 0;  // another thread reads this queue now
+  const ssize_t n = fi_cq_read(r.cq, ev, 16);
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    const ssize_t e = fi_cq_readerr(r.cq, &err, 0);
+    lk.unlock();
+    if (e >= 0) on_error(err);
+    return 1;
+  }
+  lk.unlock();
+  if (n <= 0) return 0;
+  for (ssize_t i = 0; i < n; ++i) on_completion(ev[i]);
+  return static_cast<std::size_t>(n);
+}
+
+void engine::on_completion(const fi_cq_msg_entry& e) noexcept {
+  auto* c = static_cast<op_ctx*>(e.op_context);
+  if (c == nullptr) return;
+  switch (c->kind) {
+    case ctx_kind::rma: {
+      op_slot* s = c->slot;
+      if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) data_done(s);
+      break;
+    }
+    case ctx_kind::notif: {
+      give_send_buffer(c->index);
+      complete(c->slot, status::success);
+      break;
+    }
+    case ctx_kind::ctrl:
+      give_send_buffer(c->index);
+      break;
+    case ctx_kind::recv:
+      on_message(reinterpret_cast<const char*>(bufs_.get() + msg_cap_ * c->index), e.len);
+      post_recv(c->index);
+      break;
+  }
+}
+
+void engine::on_error(const fi_cq_err_entry& e) noexcept {
+  auto* c = static_cast<op_ctx*>(e.op_context);
+  if (c == nullptr) {
+    log::warn("LIBFABRIC: completion error without context: {}", fi_strerror(e.err));
+    return;
+  }
+  // A provider cancels what it still held when the connection to the peer broke (tcp;ofi_rxm):
+  // outside teardown that is the peer's failure, not a cancellation by this agent.
+  status st = to_status(e.err);
+  if (st == status::canceled && !stop_.load(std::memory_order_relaxed) &&
+      (c->kind == ctx_kind::rma || c->kind == ctx_kind::notif))
+    st = status::remote_disconnect;
+  switch (c->kind) {
+    case ctx_kind::rma: {
+      op_slot* s = c->slot;
+      int none = 0;
+      s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+      if (st == status::remote_disconnect && s->peer != nullptr)
+        mark_failed(s->peer, fi_strerror(e.err));
+      if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) data_done(s);
+      break;
+    }
+    case ctx_kind::notif:
+      give_send_buffer(c->index);
+      if (st == status::remote_disconnect && c->slot->peer != nullptr)
+        mark_failed(c->slot->peer, fi_strerror(e.err));
+      complete(c->slot, st);
+      break;
+    case ctx_kind::ctrl:
+      give_send_buffer(c->index);
+      if (c->peer != nullptr && !stop_.load(std::memory_order_relaxed))
+        mark_failed(c->peer, fi_strerror(e.err));
+      break;
+    case ctx_kind::recv:
+      if (stop_.load(std::memory_order_relaxed) || e.err == FI_ECANCELED) return;
+      log::warn("LIBFABRIC: receive failed ({}); a message longer than {} bytes was dropped",
+                fi_strerror(e.err), msg_cap_);
+      post_recv(c->index);
+      break;
+  }
+}
+
+void engine::on_message(const char* data, std::size_t len) noexcept {
+  const auto m =
+      wire::parse_message(std::string_view(data, len), max_name_size, cfg_.max_notif_size);
+  if (!m) {
+    log::warn("LIBFABRIC: dropped a malformed message of {} bytes", len);
+    return;
+  }
+  if (awaiting_contact_.load(std::memory_order_acquire) > 0) {
+    // heard from it: its connection exists, this side may send now
+    std::lock_guard lk(peers_mu_);
+    for (auto& p : peers_)
+      if (p->uid == m->uid && !p->contact.exchange(true, std::memory_order_acq_rel))
+        awaiting_contact_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  switch (m->type) {
+    case wire::msg_type::notif:
+      try {
+        std::lock_guard lk(notif_mu_);
+        inbox_.emplace_back(std::string(m->sender), std::string(m->text));
+      } catch (...) {
+        log::warn("LIBFABRIC: out of memory; a notification from '{}' was dropped", m->sender);
+      }
+      break;
+    case wire::msg_type::ping: {
+      // answer on rail 0 to the address the ping names (checked like connection info)
+      const rail& r0 = *rails_[0];
+      if (m->address.size() != r0.address.size() &&
+          !(r0.info->addr_format == FI_ADDR_STR && !m->address.empty() &&
+            m->address.back() == '\0'))
+        return;
+      fi_addr_t dest = FI_ADDR_UNSPEC;
+      try {
+        std::lock_guard lk(peers_mu_);
+        auto it = reply_addr_.find(m->address);
+        if (it != reply_addr_.end()) {
+          dest = it->second;
+        } else if (reply_addr_.size() < 4096) {
+          std::lock_guard rl(rails_[0]->mu);
+          if (fi_av_insert(rails_[0]->av, m->address.data(), 1, &dest, 0, nullptr) != 1) return;
+          reply_addr_.emplace(std::string(m->address), dest);
+        } else {
+          return;
+        }
+      } catch (...) {
+        return;
+      }
+      try {
+        send_ctrl(dest, nullptr, wire::encode_pong(uid_, m->token, m->seq));
+      } catch (...) {
+      }
+      break;
+    }
+    case wire::msg_type::pong: {
+      std::lock_guard lk(peers_mu_);
+      if (m->token >= peers_.size()) return;
+      peer_state* p = peers_[m->token].get();
+      if (p->uid == m->uid && m->seq != 0 && m->seq <= p->ping_seq) p->last_seen_ns = now_ns();
+      break;
+    }
+  }
+}
+
+bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes,
+                       bool may_drain) noexcept {
+  if (bytes.size() > msg_cap_) return false;
+  const int i = take_send_buffer();
+  if (i < 0) return false;
+  std::byte* buf = bufs_.get() + msg_cap_ * (cfg_.rx_buffers + static_cast<std::size_t>(i));
+  std::memcpy(buf, bytes.data(), bytes.size());
+  op_ctx& c = send_ctx_[i];
+  c.kind = ctx_kind::ctrl;
+  c.peer = p;
+  rail& r0 = *rails_[0];
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    ssize_t rc;
+    {
+      std::lock_guard lk(r0.mu);
+      rc = fi_send(r0.ep, buf, bytes.size(), bufs_desc_, dest, &c);
+    }
+    if (rc == 0) return true;
+    if (rc != -FI_EAGAIN) {
+      give_send_buffer(static_cast<std::uint32_t>(i));
+      if (p != nullptr) mark_failed(p, fi_strerror(static_cast<int>(-rc)));
+      return false;
+    }
+    if (!may_drain) break;
+    drain(0);
+  }
+  give_send_buffer(static_cast<std::uint32_t>(i));
+  return false;
+}
+
+void engine::heartbeat() noexcept {
+  std::unique_lock lk(peers_mu_, std::try_to_lock);
+  if (!lk.owns_lock()) return;
+  const std::int64_t now = now_ns();
+  if (now < next_heartbeat_ns_) return;
+  const std::int64_t period = std::chrono::nanoseconds(cfg_.heartbeat).count();
+  const std::int64_t timeout = std::chrono::nanoseconds(cfg_.peer_timeout).count();
+  next_heartbeat_ns_ = now + period / 4;
+  for (auto& up : peers_) {
+    peer_state* p = up.get();
+    if (p->is_self || p->closed || p->failed.load(std::memory_order_relaxed)) continue;
+    // A live peer answers every ping; one unheard of for peer_timeout is gone, also when
+    // no ping could even be sent (a provider that keeps answering EAGAIN to a dead address).
+    if (now - p->last_seen_ns > timeout) {
+      mark_failed(p, "no heartbeat answer within peer_timeout_ms");
+      continue;
+    }
+    if (now - p->ping_sent_ns < period || !may_send(p)) continue;
+    std::string ping;
+    try {
+      ping = wire::encode_ping(uid_, p->token, p->ping_seq + 1, rails_[0]->address);
+    } catch (...) {
+      continue;
+    }
+    if (send_ctrl(p->addr[0], p, ping, false)) {
+      p->ping_seq += 1;
+      p->ping_out = true;
+      p->ping_sent_ns = now;
+    }
+  }
+}
+
+void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
+  if (p->is_self) return;
+  if (p->failed.exchange(true, std::memory_order_acq_rel)) return;
+  log::warn("LIBFABRIC: peer '{}' failed: {}", p->name, why);
+  // its operations may never complete: they stop keeping the progress thread polling
+  std::lock_guard lk(slots_mu_);
+  for (auto& s : slots_)
+    if (s->peer == p && s->state.load(std::memory_order_acquire) != phase::idle) uncount(s.get());
+}
+
+std::size_t engine::progress() noexcept {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < rails_.size(); ++i) n += drain(i);
+  if (has_retry_.load(std::memory_order_acquire)) run_retries();
+  if (!thread_.joinable()) heartbeat();
+  return n;
+}
+
+void engine::wake() noexcept {
+  const std::uint64_t one = 1;
+  if (wake_fd_) (void)!::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+void engine::start_thread() {
+  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!wake_fd_ || !epoll_fd_)
+    raise(status::backend, "LIBFABRIC: eventfd/epoll_create1 failed: {}", std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_.get();
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+  for (auto& r : rails_) {
+    if (r->wait_fd < 0) continue;
+    ev.data.fd = r->wait_fd;
+    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, r->wait_fd, &ev);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void engine::run() noexcept {
+  bool fds = true;
+  for (auto& r : rails_) fds = fds && r->wait_fd >= 0;
+  const std::int64_t spin = std::chrono::nanoseconds(cfg_.progress_spin).count();
+  std::int64_t last_work = now_ns();
+  while (!stop_.load(std::memory_order_acquire)) {
+    const std::size_t n = progress();
+    heartbeat();
+    if (orphans_.load(std::memory_order_relaxed) == 0) close_deferred(false);
+    const std::int64_t now = now_ns();
+    if (n > 0) last_work = now;
+    // While transfers are in flight the thread polls: the tcp and shm providers move data
+    // only when their completion queues are read.
+    if (n > 0 || active_.load(std::memory_order_acquire) > 0 ||
+        has_retry_.load(std::memory_order_acquire)) {
+      if (n == 0) std::this_thread::yield();
+      continue;
+    }
+    if (now - last_work < spin) continue;
+    const int timeout_ms = static_cast<int>(std::max<std::int64_t>(1, cfg_.heartbeat.count() / 4));
+    sleeping_.store(true, std::memory_order_seq_cst);
+    bool can_sleep = active_.load(std::memory_order_seq_cst) == 0;
+    if (can_sleep && fds) {
+      for (auto& r : rails_) {
+        fid* f = &r->cq->fid;
+        if (fi_trywait(r->fabric, &f, 1) != FI_SUCCESS) {
+          can_sleep = false;
+          break;
+        }
+      }
+    }
+    if (can_sleep) {
+      if (fds) {
+        epoll_event evs[8];
+        const int k = ::epoll_wait(epoll_fd_.get(), evs, 8, timeout_ms);
+        for (int i = 0; i < k; ++i) {
+          if (evs[i].data.fd == wake_fd_.get()) {
+            std::uint64_t v;
+            (void)!::read(wake_fd_.get(), &v, sizeof(v));
+          }
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+    last_work = now_ns();
+  }
+}
+
+}  // namespace nixl::libfabric::detail

@@ -1,0 +1,193 @@
+// The LIBFABRIC backend through nixl::agent: two agents of one process over tcp;ofi_rxm on
+// loopback and over shm, and an agent with itself.
+
+#include <nixl/agent.hpp>
+#include <nixl/backends/libfabric.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lf_support.hpp"
+
+using lf_test::buffer;
+using lf_test::code_of;
+using nixl::status;
+using nixl::xfer_op;
+using lf_agent = nixl::agent<nixl::libfabric::backend>;
+using dram_list = nixl::xfer_list<nixl::dram_t>;
+
+namespace {
+
+dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
+  dram_list l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back({base + (reversed ? n - 1 - i : i) * sz, sz, 0});
+  return l;
+}
+
+template <class R>
+status wait(R& r) {
+  return lf_test::wait_done([&] { return r.status(); });
+}
+
+std::vector<std::string> wait_notifs(lf_agent& a, const std::string& from, std::size_t count) {
+  nixl::notif_map m;
+  lf_test::wait_done([&] {
+    a.notifications(m);
+    return m[from].size() < count ? status::in_progress : status::success;
+  });
+  return m[from];
+}
+
+struct pair {
+  buffer ib, tb;
+  lf_agent init{"initiator"}, tgt{"target"};
+  pair(std::size_t n, const nixl::params& p) : ib(n), tb(n) {
+    init.create_backend<nixl::libfabric::backend>(p);
+    tgt.create_backend<nixl::libfabric::backend>(p);
+    init.register_memory(nixl::reg_list<nixl::dram_t>{{{ib.addr(), n, 0}, ""}});
+    tgt.register_memory(nixl::reg_list<nixl::dram_t>{{{tb.addr(), n, 0}, ""}});
+    init.load_remote_metadata(tgt.local_metadata());
+    tgt.load_remote_metadata(init.local_metadata());
+  }
+};
+
+nixl::params provider_params(const std::string& prov) {
+  if (prov == "shm") return lf_test::shm_params();
+  if (prov == "tcp2") return lf_test::tcp_params("lo,lo");
+  return lf_test::tcp_params();
+}
+
+}  // namespace
+
+TEST_CASE("libfabric agents: READ and WRITE, 1 B to 16 MiB, 1 and 500 descriptors") {
+  const auto prov = GENERATE(std::string("tcp"), std::string("tcp2"), std::string("shm"));
+  const nixl::params params = provider_params(prov);
+  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why);
+  const std::size_t big = 16 << 20;
+  pair p(big, params);
+  struct shape {
+    std::size_t count, size;
+  };
+  for (const shape s : {shape{1, 1}, shape{1, 4096}, shape{1, 1 << 20}, shape{1, big},
+                        shape{500, 1}, shape{500, 8192}}) {
+    for (const auto op : {xfer_op::write, xfer_op::read}) {
+      CAPTURE(prov, s.count, s.size, nixl::to_string(op));
+      const unsigned seed = static_cast<unsigned>(s.count + s.size) + static_cast<unsigned>(op);
+      buffer& src = op == xfer_op::write ? p.ib : p.tb;
+      buffer& dst = op == xfer_op::write ? p.tb : p.ib;
+      src.fill(seed, 0, s.count * s.size);
+      nixl::xfer_options opt;
+      opt.notif = fmt::format("xfer {} {} {}", s.count, s.size, nixl::to_string(op));
+      auto r = p.init.create_request(op, blocks(p.ib.addr(), s.count, s.size),
+                                     blocks(p.tb.addr(), s.count, s.size, true), "target", opt);
+      const status st = r.post();
+      REQUIRE((st == status::success || st == status::in_progress));
+      REQUIRE(wait(r) == status::success);
+      // the notification comes after the data: check the data once it is there
+      auto got = wait_notifs(p.tgt, "initiator", 1);
+      REQUIRE(got.size() == 1);
+      CHECK(got[0] == *opt.notif);
+      bool ok = true;
+      for (std::size_t i = 0; i < s.count && ok; ++i) {
+        const std::size_t li = i * s.size, ri = (s.count - 1 - i) * s.size;
+        ok = op == xfer_op::write ? dst.holds(seed, ri, s.size, li)
+                                  : dst.holds(seed, li, s.size, ri);
+      }
+      CHECK(ok);
+    }
+  }
+}
+
+TEST_CASE("libfabric agents: every notification follows its data, standalone ones too") {
+  const auto prov = GENERATE(std::string("tcp"), std::string("tcp2"), std::string("shm"));
+  const nixl::params params = provider_params(prov);
+  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why);
+  const std::size_t n = 4 << 20;
+  pair p(n, params);
+  // The target checks, at each notification, that the data of that transfer is in place.
+  const int rounds = 20;
+  int checked = 0;
+  for (int i = 0; i < rounds; ++i) {
+    p.ib.fill(static_cast<unsigned>(i + 1));
+    auto r =
+        p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, n), blocks(p.tb.addr(), 1, n),
+                              "target", {.notif = fmt::format("round {}", i)});
+    REQUIRE(r.post() != status::backend);
+    nixl::notif_map m;
+    REQUIRE(lf_test::wait_done([&] {
+              p.tgt.notifications(m);
+              return m["initiator"].empty() ? status::in_progress : status::success;
+            }) == status::success);
+    CHECK(m["initiator"][0] == fmt::format("round {}", i));
+    checked += p.tb.holds(static_cast<unsigned>(i + 1), 0, n, 0) ? 1 : 0;
+    REQUIRE(wait(r) == status::success);
+  }
+  CHECK(checked == rounds);
+  // standalone, binary safe, both ways; too long refused
+  const std::string bin("a\0b\xff", 4);
+  p.init.notify("target", bin);
+  p.tgt.notify("initiator", "back");
+  CHECK(wait_notifs(p.tgt, "initiator", 1).at(0) == bin);
+  CHECK(wait_notifs(p.init, "target", 1).at(0) == "back");
+  CHECK(code_of([&] { p.init.notify("target", std::string(70000, 'x')); }) ==
+        status::invalid_param);
+}
+
+TEST_CASE("libfabric agents: an agent writes to itself") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  buffer b(1 << 20);
+  lf_agent a{"self"};
+  a.create_backend<nixl::libfabric::backend>(lf_test::tcp_params());
+  a.register_memory(nixl::reg_list<nixl::dram_t>{{{b.addr(), b.size(), 0}, ""}});
+  b.fill(4, 0, 4096);
+  auto r = a.create_request(xfer_op::write, blocks(b.addr(), 1, 4096),
+                            blocks(b.addr() + 65536, 1, 4096), "self", {.notif = "me"});
+  REQUIRE(r.post() != status::backend);
+  REQUIRE(wait(r) == status::success);
+  CHECK(b.holds(4, 65536, 4096, 0));
+  CHECK(wait_notifs(a, "self", 1).at(0) == "me");
+}
+
+TEST_CASE("libfabric agents: garbage metadata is refused, a destroyed peer is seen") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  buffer ib(1 << 20), tb(1 << 20);
+  lf_agent init{"initiator"};
+  auto tgt = std::make_unique<lf_agent>("target");
+  init.create_backend<nixl::libfabric::backend>(lf_test::tcp_params());
+  tgt->create_backend<nixl::libfabric::backend>(lf_test::tcp_params());
+  init.register_memory(nixl::reg_list<nixl::dram_t>{{{ib.addr(), ib.size(), 0}, ""}});
+  tgt->register_memory(nixl::reg_list<nixl::dram_t>{{{tb.addr(), tb.size(), 0}, ""}});
+  const std::string md = tgt->local_metadata();
+  init.load_remote_metadata(md);
+  tgt->load_remote_metadata(init.local_metadata());
+  lf_agent other{"other"};
+  other.create_backend<nixl::libfabric::backend>(lf_test::tcp_params());
+  int refused = 0;
+  for (std::size_t i = 8; i < md.size(); i += 7) {
+    std::string bad = md;
+    bad[i] = static_cast<char>(bad[i] ^ 0x24);
+    try {
+      other.load_remote_metadata(bad);
+      other.invalidate_remote_metadata("target");
+    } catch (const nixl::error&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 0);
+  // the target goes away: the next transfer to it fails, bounded
+  auto r = init.create_request(xfer_op::write, blocks(ib.addr(), 1, 4096),
+                               blocks(tb.addr(), 1, 4096), "target");
+  REQUIRE(r.post() != status::backend);
+  REQUIRE(wait(r) == status::success);
+  tgt.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  status s = status::success;
+  while (s == status::success && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    s = r.post();
+    if (s == status::in_progress)
+      s = lf_test::wait_done([&] { return r.status(); }, std::chrono::seconds(5));
+  }
+  CHECK(s == status::remote_disconnect);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+}

@@ -1,0 +1,225 @@
+// nixl::libfabric::backend driven directly: parameters, wire formats refused when damaged,
+// striping over rails, a bad remote key, release in flight.
+
+#include <nixl/backends/libfabric.hpp>
+
+#include <string>
+#include <vector>
+
+#include "lf_support.hpp"
+
+using nixl::status;
+using nixl::xfer_op;
+namespace lf = nixl::libfabric;
+using lf_test::buffer;
+using lf_test::bytes_of;
+using lf_test::code_of;
+
+namespace {
+
+nixl::backend_context ctx(std::string name, bool thread = true) {
+  return {std::move(name), nixl::thread_sync::none, thread, {}};
+}
+
+struct side {
+  lf::backend be;
+  buffer buf;
+  lf::backend::region reg;
+  side(std::string name, std::size_t n, const nixl::params& p, bool thread = true)
+      : be(lf::config::from_params(p), ctx(std::move(name), thread)), buf(n) {
+    reg = be.register_region(nixl::mem_kind::dram, {{buf.addr(), n, 0}, ""});
+  }
+  ~side() { be.deregister_region(reg); }
+};
+
+struct peer_link {
+  lf::backend& be;
+  lf::backend::peer peer;
+  lf::backend::remote_region rr;
+  peer_link(side& from, side& to, const std::string& to_name)
+      : be(from.be), peer(from.be.load_peer(to_name, bytes_of(to.be.connection_info()))) {
+    rr = from.be.unpack(peer, nixl::mem_kind::dram, {to.buf.addr(), to.buf.size(), 0},
+                        bytes_of(to.be.public_data(to.reg)));
+  }
+  ~peer_link() {
+    be.unload_region(rr);
+    be.unload_peer(peer);
+  }
+};
+
+template <class R>
+nixl::bound_desc<R> bd(std::uintptr_t a, std::size_t n, const R& r) {
+  nixl::bound_desc<R> d;
+  d.addr = a;
+  d.len = n;
+  d.region = &r;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("libfabric config: NIXL names, defaults, bad values refused") {
+  const auto c = lf::config::from_params(
+      {{"num_threads", "4"}, {"interfaces", "a, b"}, {"heartbeat_ms", "100"}});
+  CHECK(c.num_threads == 4);
+  REQUIRE(c.interfaces.size() == 2);
+  CHECK(c.interfaces[1] == "b");
+  CHECK(lf::config::from_params(c.to_params()).interfaces == c.interfaces);
+  CHECK(code_of([] {
+          lf::config::from_params({{"num_threads", "many"}});
+        }) == status::invalid_param);
+  CHECK(code_of([] {
+          lf::config::from_params({{"heartbeat_ms", "500"}, {"peer_timeout_ms", "400"}});
+        }) == status::invalid_param);
+  CHECK(lf::backend::default_params().count("num_threads") == 1);
+  CHECK(code_of([] {
+          lf::backend b(lf::config::from_params({{"provider", "no-such-provider"}}), ctx("x"));
+        }) == status::not_supported);
+  CHECK(code_of([] {
+          lf::backend b(
+              lf::config::from_params({{"provider", "tcp;ofi_rxm"}, {"interfaces", "no-such-if0"}}),
+              ctx("x"));
+        }) == status::not_found);
+}
+
+TEST_CASE("libfabric backend: garbage connection info and region data are refused") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  side a("a", 1 << 16, lf_test::tcp_params()), b("b", 1 << 16, lf_test::tcp_params());
+  const std::string info = b.be.connection_info();
+  // every truncation and every single flipped byte
+  for (std::size_t n = 0; n < info.size(); ++n) {
+    CHECK(code_of([&] { a.be.load_peer("b", bytes_of(info.substr(0, n))); }) != status::success);
+  }
+  for (std::size_t i = 0; i < info.size(); ++i) {
+    std::string bad = info;
+    bad[i] = static_cast<char>(bad[i] ^ 0x41);
+    CHECK(code_of([&] { a.be.load_peer("b", bytes_of(bad)); }) != status::success);
+  }
+  peer_link l(a, b, "b");
+  const std::string pd = b.be.public_data(b.reg);
+  for (std::size_t i = 0; i < pd.size(); ++i) {
+    std::string bad = pd;
+    bad[i] = static_cast<char>(bad[i] ^ 0x10);
+    CHECK(
+        code_of([&] {
+          a.be.unpack(l.peer, nixl::mem_kind::dram, {b.buf.addr(), b.buf.size(), 0}, bytes_of(bad));
+        }) != status::success);
+  }
+  // region data of another range than the one the metadata names
+  CHECK(code_of([&] {
+          a.be.unpack(l.peer, nixl::mem_kind::dram, {b.buf.addr() + 64, b.buf.size() - 64, 0},
+                      bytes_of(pd));
+        }) == status::mismatch);
+  // a peer of another provider
+  if (lf_test::unavailable(lf_test::shm_params()).empty()) {
+    side s("s", 4096, lf_test::shm_params());
+    CHECK(code_of([&] { a.be.load_peer("s", bytes_of(s.be.connection_info())); }) ==
+          status::mismatch);
+  }
+}
+
+TEST_CASE("libfabric backend: two rails stripe a large write and spread small ones") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  const std::size_t n = std::size_t{8} << 20;
+  side a("a", n, lf_test::tcp_params("lo,lo")), b("b", n, lf_test::tcp_params("lo,lo"));
+  REQUIRE(a.be.rails().size() == 2);
+  peer_link l(a, b, "b");
+  a.buf.fill(5);
+  std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), n, a.reg)};
+  std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), n, l.rr)};
+  lf::backend::request r;
+  a.be.prepare(r, xfer_op::write, loc, rem, l.peer);
+  CHECK(r.rails() == 2);
+  const status s = a.be.post(r, std::string_view("striped"));
+  REQUIRE((s == status::success || s == status::in_progress));
+  REQUIRE(lf_test::wait_done([&] { return a.be.check(r); }) == status::success);
+  CHECK(b.buf.holds(5, 0, n, 0));
+  nixl::notif_map m;
+  lf_test::wait_done([&] {
+    b.be.take_notifications(m);
+    return m["a"].empty() ? status::in_progress : status::success;
+  });
+  REQUIRE(m["a"].size() == 1);
+  CHECK(m["a"][0] == "striped");
+  // at the threshold a descriptor stays on one rail; two such go to both rails
+  const std::size_t t = 128 << 10;
+  loc = {bd(a.buf.addr(), t, a.reg), bd(a.buf.addr() + t, t, a.reg)};
+  rem = {bd(b.buf.addr(), t, l.rr), bd(b.buf.addr() + t, t, l.rr)};
+  lf::backend::request r2;
+  a.be.prepare(r2, xfer_op::read, loc, rem, l.peer);
+  CHECK(r2.size() == 2);
+  CHECK(r2.rails() == 2);
+  a.be.release(r2);
+  a.be.release(r);
+}
+
+TEST_CASE("libfabric backend: a wrong remote key fails the transfer, bounded") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  side a("a", 1 << 20, lf_test::tcp_params()), b("b", 1 << 20, lf_test::tcp_params());
+  peer_link l(a, b, "b");
+  lf::backend::remote_region bad = l.rr;
+  bad.keys[0] ^= 0x5a5a5a5aull;
+  std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), 4096, a.reg)};
+  std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), 4096, bad)};
+  lf::backend::request r;
+  a.be.prepare(r, xfer_op::write, loc, rem, l.peer);
+  const auto t0 = std::chrono::steady_clock::now();
+  status s = a.be.post(r, std::string_view("never"));
+  if (s == status::in_progress)
+    s = lf_test::wait_done([&] { return a.be.check(r); }, std::chrono::seconds(10));
+  CHECK(s != status::success);
+  CHECK(s != status::in_progress);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  a.be.release(r);
+  nixl::notif_map m;
+  b.be.take_notifications(m);
+  CHECK(m["a"].empty());
+}
+
+TEST_CASE("libfabric backend: release in flight, then the backend goes on") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  const std::size_t n = std::size_t{32} << 20;
+  side a("a", n, lf_test::tcp_params()), b("b", n, lf_test::tcp_params());
+  peer_link l(a, b, "b");
+  std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), n, a.reg)};
+  std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), n, l.rr)};
+  for (int i = 0; i < 4; ++i) {
+    lf::backend::request r;
+    a.be.prepare(r, i % 2 ? xfer_op::read : xfer_op::write, loc, rem, l.peer);
+    const status s = a.be.post(r, std::string_view("released"));
+    CHECK((s == status::success || s == status::in_progress));
+    CHECK(a.be.release(r) == status::success);
+    CHECK(a.be.check(r) == status::invalid_param);
+  }
+  // a later transfer works
+  a.buf.fill(9, 0, 4096);
+  loc = {bd(a.buf.addr(), 4096, a.reg)};
+  rem = {bd(b.buf.addr() + 4096, 4096, l.rr)};
+  lf::backend::request r;
+  a.be.prepare(r, xfer_op::write, loc, rem, l.peer);
+  const status s = a.be.post(r, nixl::notif_arg{});
+  REQUIRE((s == status::success || s == status::in_progress));
+  REQUIRE(lf_test::wait_done([&] { return a.be.check(r); }) == status::success);
+  CHECK(b.buf.holds(9, 4096, 4096, 0));
+  a.be.release(r);
+}
+
+TEST_CASE("libfabric backend: without progress threads, progress() drives both sides") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  side a("a", 1 << 20, lf_test::tcp_params(), false), b("b", 1 << 20, lf_test::tcp_params(), false);
+  CHECK(!a.be.has_progress_thread());
+  peer_link l(a, b, "b");
+  a.buf.fill(2);
+  std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), 1 << 20, a.reg)};
+  std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), 1 << 20, l.rr)};
+  lf::backend::request r;
+  a.be.prepare(r, xfer_op::write, loc, rem, l.peer);
+  status s = a.be.post(r, std::string_view("manual"));
+  s = lf_test::wait_done([&] {
+    b.be.progress();
+    return a.be.check(r);
+  });
+  REQUIRE(s == status::success);
+  CHECK(b.buf.holds(2, 0, 1 << 20, 0));
+  a.be.release(r);
+}

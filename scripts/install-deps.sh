@@ -26,3 +26,6 @@ fi
 # UCX 1.22 (with its CUDA transports when the CUDA toolkit is found) into a prefix of its own,
 # which CMake finds by default; skipped when that prefix holds it already (scripts/build-ucx.sh).
 "$(dirname "$0")/build-ucx.sh"
+
+# Node with s3rver and azurite (pinned, in /opt/nixl/node), the servers of the object store tests.
+"$(dirname "$0")/install-obj-servers.sh"

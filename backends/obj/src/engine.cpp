@@ -136,6 +136,9 @@ class engine {
   }
 
   dialect& dia() noexcept { return *d_; }
+  store_stats stats() const noexcept {
+    return {attempts_.load(std::memory_order_relaxed), retries_.load(std::memory_order_relaxed)};
+  }
   const http_config& cfg() const noexcept { return cfg_; }
 
   status post(xfer& x) noexcept {
@@ -479,6 +482,8 @@ class engine {
       return;
     }
     inflight_.push_back(&op);
+    attempts_.fetch_add(1, std::memory_order_relaxed);
+    if (op.attempt > 0) retries_.fetch_add(1, std::memory_order_relaxed);
   }
 
   void drop_handle(http_op& op) noexcept {
@@ -583,6 +588,7 @@ class engine {
   std::vector<http_op*> inflight_;
   std::vector<CURL*> pool_;
   std::minstd_rand rng_{std::random_device{}()};
+  std::atomic<std::uint64_t> attempts_{0}, retries_{0};
 };
 
 class store {
@@ -612,6 +618,10 @@ store_ptr make_azure_store(const azure_blob::config& cfg, const nixl::backend_co
 
 std::string_view store_name(const store& s) noexcept {
   return const_cast<store&>(s).eng.dia().name();
+}
+
+store_stats stats(const store& s) noexcept {
+  return s.eng.stats();
 }
 
 xfer_ptr make_xfer(store& s, std::vector<object_io> ios) {

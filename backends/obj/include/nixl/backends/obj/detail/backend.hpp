@@ -140,6 +140,9 @@ class basic_backend {
     return req.x ? error_text(*req.x) : std::string_view{};
   }
 
+  /// HTTP requests sent so far, and how many of them were retries.
+  store_stats stats() const noexcept { return detail::stats(*store_); }
+
   /// Creates the bucket or container when it does not exist yet (not part of NIXL; for tests
   /// and benchmarks against local servers).
   void create_bucket() { detail::create_bucket(*store_); }

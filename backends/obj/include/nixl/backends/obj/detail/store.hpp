@@ -74,6 +74,13 @@ std::string_view error_text(const xfer&) noexcept;
 /// or nullopt when it does not exist. Throws `nixl::error` with the server's message otherwise.
 std::vector<std::optional<nixl::params>> query(store&, std::span<const nixl::reg_desc>);
 
+/// What the engine sent since it started.
+struct store_stats {
+  std::uint64_t attempts = 0;  ///< HTTP requests sent, retries included
+  std::uint64_t retries = 0;   ///< of those, retries after a retryable answer or transport error
+};
+store_stats stats(const store&) noexcept;
+
 /// Creates the bucket (OBJ) or container (AZURE_BLOB) when it does not exist yet. Throws
 /// `nixl::error` with the server's message when it cannot.
 void create_bucket(store&);

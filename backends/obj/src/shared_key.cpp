@@ -72,7 +72,7 @@ std::string string_to_sign(const request& r) {
     s.append(v).push_back('\n');
   }
   for (const auto& [k, v] : ms_headers) s.append(k).append(":").append(v).push_back('\n');
-  s.append("/").append(r.account).append(decode(r.resource_path));
+  s.append("/").append(r.account).append(r.resource_path);  // the path stays encoded
   std::map<std::string, std::vector<std::string>> params;
   std::string_view q = r.query;
   while (!q.empty()) {

@@ -14,6 +14,7 @@
 using namespace obj_test;
 using backend = nixl::obj::backend;
 using agent_t = nixl::agent<backend>;
+using rig = obj_test::agent_rig<backend>;
 
 namespace {
 
@@ -21,56 +22,6 @@ nixl::params s3_params(const std::string& endpoint) {
   return {{"endpoint_override", endpoint}, {"scheme", "http"},        {"bucket", "nixl-test"},
           {"access_key", "S3RVER"},        {"secret_key", "S3RVER"},  {"region", "us-east-1"},
           {"request_timeout_ms", "20000"}, {"retry_backoff_ms", "20"}};
-}
-
-/// One agent with OBJ over `srv`, and helpers to move buffers to and from keys.
-struct rig {
-  agent_t ag{"obj-test"};
-  std::uint64_t next_dev = 1;
-
-  explicit rig(const nixl::params& p) { ag.create_backend<backend>(p); }
-
-  /// Registers `keys` as objects (devs next_dev...) and returns their devs.
-  std::vector<std::uint64_t> objects(const std::vector<std::string>& keys) {
-    nixl::reg_list<nixl::object_t> l;
-    std::vector<std::uint64_t> devs;
-    for (const auto& k : keys) {
-      devs.push_back(next_dev);
-      l.push_back({{0, 0, next_dev++}, k});
-    }
-    ag.register_memory(l);
-    return devs;
-  }
-  void memory(const std::vector<std::byte>& v) {
-    ag.register_memory(nixl::reg_list<nixl::dram_t>{{{addr(v), v.size(), 0}, ""}});
-  }
-  /// One request moving (buffer offset, object dev, object offset, length) pieces.
-  struct piece {
-    std::size_t mem_off;
-    std::uint64_t dev;
-    std::uint64_t obj_off;
-    std::size_t len;
-  };
-  auto request(nixl::xfer_op op, const std::vector<std::byte>& buf,
-               const std::vector<piece>& pieces) {
-    nixl::xfer_list<nixl::dram_t> mem;
-    nixl::xfer_list<nixl::object_t> obj;
-    for (const auto& p : pieces) {
-      mem.push_back({addr(buf, p.mem_off), p.len, 0});
-      obj.push_back({p.obj_off, p.len, p.dev});
-    }
-    nixl::xfer_options o;
-    o.skip_merge = true;
-    return ag.create_request(op, mem, obj, ag.name(), o);
-  }
-  template <class Req>
-  std::string message(const Req& r) {
-    return std::string(r.engine().error_message(r.backend_state()));
-  }
-};
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include <nixl/agent.hpp>
 #include <nixl/status.hpp>
 
 #include "nixl_test/catch.hpp"
@@ -119,6 +120,57 @@ nixl::status run(Req& req, std::chrono::milliseconds limit = 60s) {
     s = req.status();
   }
   return s;
+}
+
+/// One agent with backend `B`, and helpers to move buffers to and from keys.
+template <class B>
+struct agent_rig {
+  nixl::agent<B> ag{"obj-test"};
+  std::uint64_t next_dev = 1;
+
+  explicit agent_rig(const nixl::params& p) { ag.template create_backend<B>(p); }
+
+  /// Registers `keys` as objects (devs next_dev...) and returns their devs.
+  std::vector<std::uint64_t> objects(const std::vector<std::string>& keys) {
+    nixl::reg_list<nixl::object_t> l;
+    std::vector<std::uint64_t> devs;
+    for (const auto& k : keys) {
+      devs.push_back(next_dev);
+      l.push_back({{0, 0, next_dev++}, k});
+    }
+    ag.register_memory(l);
+    return devs;
+  }
+  void memory(const std::vector<std::byte>& v) {
+    ag.register_memory(nixl::reg_list<nixl::dram_t>{{{addr(v), v.size(), 0}, ""}});
+  }
+  /// One request moving (buffer offset, object dev, object offset, length) pieces.
+  struct piece {
+    std::size_t mem_off;
+    std::uint64_t dev;
+    std::uint64_t obj_off;
+    std::size_t len;
+  };
+  auto request(nixl::xfer_op op, const std::vector<std::byte>& buf,
+               const std::vector<piece>& pieces) {
+    nixl::xfer_list<nixl::dram_t> mem;
+    nixl::xfer_list<nixl::object_t> obj;
+    for (const auto& p : pieces) {
+      mem.push_back({addr(buf, p.mem_off), p.len, 0});
+      obj.push_back({p.obj_off, p.len, p.dev});
+    }
+    nixl::xfer_options o;
+    o.skip_merge = true;
+    return ag.create_request(op, mem, obj, ag.name(), o);
+  }
+  template <class Req>
+  std::string message(const Req& r) {
+    return std::string(r.engine().error_message(r.backend_state()));
+  }
+};
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
 }
 
 }  // namespace obj_test

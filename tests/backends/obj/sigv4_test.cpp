@@ -198,7 +198,7 @@ TEST_CASE("shared key: string to sign of a ranged GET and of a Put Block", "[obj
   CHECK(sk::string_to_sign(r) ==
         "GET\n\n\n\n\n\n\n\n\n\n\n\n"
         "x-ms-date:Fri, 26 Jun 2015 23:39:12 GMT\nx-ms-range:bytes=0-9\nx-ms-version:2021-08-06\n"
-        "/myaccount/mycontainer/my blob");
+        "/myaccount/mycontainer/my%20blob");
   r.method = "PUT";
   r.query = "comp=block&blockid=MDAwMDAwMDA%3D";
   r.headers.pop_back();
@@ -206,7 +206,7 @@ TEST_CASE("shared key: string to sign of a ranged GET and of a Put Block", "[obj
   CHECK(sk::string_to_sign(r) ==
         "PUT\n\n\n5\n\n\n\n\n\n\n\n\n"
         "x-ms-date:Fri, 26 Jun 2015 23:39:12 GMT\nx-ms-version:2021-08-06\n"
-        "/myaccount/mycontainer/my blob\nblockid:MDAwMDAwMDA=\ncomp:block");
+        "/myaccount/mycontainer/my%20blob\nblockid:MDAwMDAwMDA=\ncomp:block");
   r.headers.back().second = "0";  // a zero length is signed as empty
   CHECK(sk::string_to_sign(r).rfind("PUT\n\n\n\n", 0) == 0);
   CHECK(sk::http_date(1435361952) == "Fri, 26 Jun 2015 23:39:12 GMT");

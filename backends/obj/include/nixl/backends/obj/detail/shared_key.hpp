@@ -24,8 +24,9 @@ struct request {
 };
 
 /// VERB, the eleven standard headers (Content-Length empty when 0), the sorted x-ms-* headers,
-/// then "/<account><path>" and each query parameter as "\n<name>:<value>" sorted by name
-/// (names lower-cased, values percent-decoded, repeated names joined with ',').
+/// then "/<account><path>" (the path as sent, still encoded) and each query parameter as
+/// "\n<name>:<value>" sorted by name (names lower-cased, both percent-decoded, repeated names
+/// joined with ",").
 std::string string_to_sign(const request& r);
 /// "SharedKey <account>:<base64 HMAC-SHA256 of the string to sign under the decoded key>".
 std::string authorization(const request& r, std::string_view decoded_key);

@@ -30,6 +30,10 @@
 #if defined(NIXL_HAS_CUDA)
 #include <nixl/backends/cuda.hpp>
 #endif
+#if defined(NIXL_HAS_OBJ)
+#include <nixl/backends/azure_blob.hpp>
+#include <nixl/backends/obj.hpp>
+#endif
 #if defined(NIXL_HAS_METADATA)
 #include <nixl/metadata/exchange.hpp>
 #endif
@@ -71,11 +75,17 @@ using enabled_cuda = type_list<cuda::backend>;
 #else
 using enabled_cuda = type_list<>;
 #endif
+#if defined(NIXL_HAS_OBJ)
+using enabled_obj = type_list<obj::backend, azure_blob::backend>;
+#else
+using enabled_obj = type_list<>;
+#endif
 }  // namespace detail
 
-/// The backends this program links, in the order UCX, POSIX, CUDA.
+/// The backends this program links, in the order UCX, POSIX, CUDA, OBJ, AZURE_BLOB.
 using enabled_backends =
-    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda>::type;
+    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda,
+                            detail::enabled_obj>::type;
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

@@ -83,9 +83,8 @@ using enabled_obj = type_list<>;
 }  // namespace detail
 
 /// The backends this program links, in the order UCX, POSIX, CUDA, OBJ, AZURE_BLOB.
-using enabled_backends =
-    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda,
-                            detail::enabled_obj>::type;
+using enabled_backends = typename detail::concat<detail::enabled_ucx, detail::enabled_posix,
+                                                 detail::enabled_cuda, detail::enabled_obj>::type;
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

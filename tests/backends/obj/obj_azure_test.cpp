@@ -123,7 +123,7 @@ TEST_CASE("azure: a missing blob, a wrong key and a missing container say so", "
   server srv("azure");
   NIXL_REQUIRE_SERVER(srv);
   std::vector<std::byte> buf(4096);
-  SECTION("missing blob") {
+  {  // missing blob
     az_rig r(az_params(srv.endpoint()));
     const auto devs = r.objects({"never-written"});
     r.memory(buf);
@@ -134,7 +134,7 @@ TEST_CASE("azure: a missing blob, a wrong key and a missing container say so", "
     CHECK(contains(m, "BlobNotFound"));
     CHECK(contains(m, "The specified blob does not exist."));
   }
-  SECTION("wrong key") {
+  {  // wrong key
     auto p = az_params(srv.endpoint());
     p["account_key"] = "d3Jvbmcta2V5LXdyb25nLWtleQ==";
     rig r(p);
@@ -147,7 +147,7 @@ TEST_CASE("azure: a missing blob, a wrong key and a missing container say so", "
     CHECK(contains(m, "Server failed to authenticate the request"));
     CHECK(contains(m, "check account_name and account_key"));
   }
-  SECTION("missing container") {
+  {  // missing container
     auto p = az_params(srv.endpoint());
     p["container_name"] = "no-such-container";
     rig r(p);
@@ -158,7 +158,7 @@ TEST_CASE("azure: a missing blob, a wrong key and a missing container say so", "
     INFO(r.message(w));
     CHECK(contains(r.message(w), "ContainerNotFound"));
   }
-  SECTION("bad parameters") {
+  {  // bad parameters
     nixl::agent<backend> ag("bad");
     auto p = az_params(srv.endpoint());
     p["account_key"] = "not base64!";

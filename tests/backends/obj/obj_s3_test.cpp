@@ -180,7 +180,7 @@ TEST_CASE("obj: a missing object, a wrong access key and a missing bucket say so
   server srv("s3");
   NIXL_REQUIRE_SERVER(srv);
   std::vector<std::byte> buf(4096);
-  SECTION("missing object") {
+  {  // missing object
     rig r(s3_params(srv.endpoint()));
     const auto devs = r.objects({"never-written"});
     r.memory(buf);
@@ -192,7 +192,7 @@ TEST_CASE("obj: a missing object, a wrong access key and a missing bucket say so
     CHECK(contains(m, "The specified key does not exist"));
     CHECK(contains(m, "never-written"));
   }
-  SECTION("wrong access key") {
+  {  // wrong access key
     auto p = s3_params(srv.endpoint());
     p["access_key"] = "NOT-A-KEY";
     rig r(p);
@@ -209,7 +209,7 @@ TEST_CASE("obj: a missing object, a wrong access key and a missing bucket say so
     q.push_back({{0, 0, 1}, "k"});
     CHECK_THROWS_AS(r.ag.query_memory(q, {{"OBJ"}}), nixl::error);
   }
-  SECTION("missing bucket") {
+  {  // missing bucket
     auto p = s3_params(srv.endpoint());
     p["bucket"] = "no-such-bucket";
     rig r(p);
@@ -221,7 +221,7 @@ TEST_CASE("obj: a missing object, a wrong access key and a missing bucket say so
     INFO(m);
     CHECK(contains(m, "NoSuchBucket"));
   }
-  SECTION("bad parameters") {
+  {  // bad parameters
     agent_t ag("bad");
     auto p = s3_params(srv.endpoint());
     p.erase("bucket");

@@ -68,6 +68,8 @@ class azure_dialect final : public dialect {
           return true;
         }
         return block_stage(j, cfg);
+      case job_kind::abort_upload:
+        return false;  // uncommitted blocks are dropped by the service itself
     }
     return false;
   }

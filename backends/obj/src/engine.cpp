@@ -194,6 +194,10 @@ class engine {
         for (xfer* x = cancel_; x != nullptr; x = x->next_cancel) canceled.push_back(x);
         cancel_ = nullptr;
       }
+      // Aborts of failed uploads that have ended.
+      std::erase_if(orphans_, [](const std::unique_ptr<xfer>& o) {
+        return o->ph.load(std::memory_order_relaxed) != phase::running;
+      });
       // Submissions came in last-first; start them in order.
       for (auto it = started.rbegin(); it != started.rend(); ++it) start(**it);
       started.clear();
@@ -241,7 +245,7 @@ class engine {
     x.ops_active = 0;
     for (job& j : x.jobs) {
       j.stage = 0;
-      j.upload_id.clear();
+      if (j.kind != job_kind::abort_upload) j.upload_id.clear();
       j.found = false;
       advance(j, /*first=*/true);
       if (x.failing) break;
@@ -296,6 +300,8 @@ class engine {
   }
 
   void finish_xfer(xfer& x, phase p) noexcept {
+    if (p == phase::failed && !x.jobs.empty() && x.jobs[0].kind == job_kind::abort_upload)
+      log::warn("{}: could not abort a failed multipart upload: {}", d_->name(), x.error);
     {
       std::lock_guard l(mu_);
       x.ph.store(p, std::memory_order_release);
@@ -309,6 +315,7 @@ class engine {
       x.failing = true;
       x.result = s;
       x.error = std::move(msg);
+      abort_uploads(x);
     }
     auto mine = [&](http_op* op) { return op->owner->owner == &x; };
     for (auto* q : {&ready_, &waiting_}) {
@@ -326,6 +333,28 @@ class engine {
       }
     }
     settle(x);
+  }
+
+  /// Gives up the multipart uploads that `x`'s writes had started and not completed, so that the
+  /// store does not keep their parts; each in a request of its own that nobody waits for.
+  void abort_uploads(xfer& x) noexcept {
+    for (job& j : x.jobs) {
+      if (j.kind != job_kind::put || j.upload_id.empty() || j.stage > 2) continue;
+      try {
+        auto o = std::make_unique<xfer>();
+        o->eng = this;
+        o->jobs.resize(1);
+        job& a = o->jobs[0];
+        a.owner = o.get();
+        a.kind = job_kind::abort_upload;
+        a.key = j.key;
+        a.upload_id = j.upload_id;
+        o->ph.store(phase::running, std::memory_order_relaxed);
+        orphans_.push_back(std::move(o));
+        start(*orphans_.back());
+      } catch (...) {  // out of memory: the parts stay until the bucket's lifecycle rule
+      }
+    }
   }
 
   /// Starts queued operations up to the limit, moving due retries to the queue first.
@@ -587,6 +616,7 @@ class engine {
   std::deque<http_op*> waiting_;
   std::vector<http_op*> inflight_;
   std::vector<CURL*> pool_;
+  std::vector<std::unique_ptr<xfer>> orphans_;
   std::minstd_rand rng_{std::random_device{}()};
   std::atomic<std::uint64_t> attempts_{0}, retries_{0};
 };

@@ -61,7 +61,8 @@ struct http_op {
   void reset_results() noexcept;
 };
 
-enum class job_kind : std::uint8_t { get, put, head, make_bucket };
+/// `abort_upload` gives up the multipart upload `upload_id` of a write that failed.
+enum class job_kind : std::uint8_t { get, put, head, make_bucket, abort_upload };
 
 /// One object operation; the dialect turns it into stages of HTTP operations (a PUT, or the
 /// steps of a multipart upload).

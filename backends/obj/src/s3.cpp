@@ -50,6 +50,15 @@ class s3_dialect final : public dialect {
         return true;
       case job_kind::put:
         return j.len > cfg.multipart_threshold ? multipart_stage(j, cfg) : single_put(j);
+      case job_kind::abort_upload: {
+        if (j.stage > 0) return false;
+        j.ops.clear();
+        http_op& op = j.ops.emplace_back();
+        op.method = "DELETE";
+        op.path = object_path(j.key);
+        op.query = "uploadId=" + uri_encode(j.upload_id, false);
+        return true;
+      }
     }
     return false;
   }

@@ -215,3 +215,34 @@ TEST_CASE("obj retries: a server sending more than the range asked is refused", 
   const std::string m(r.engine().error_message(r.backend_state()));
   CHECK(m.find("more than the 1000 bytes") != std::string::npos);
 }
+
+TEST_CASE("obj: a multipart upload that fails is aborted", "[obj][retry]") {
+  scripted_server srv({{200,
+                        "<InitiateMultipartUploadResult><UploadId>u-1</UploadId>"
+                        "</InitiateMultipartUploadResult>"},
+                       {400, "<Error><Code>InvalidPart</Code><Message>no</Message></Error>"},
+                       {204, ""}});
+  auto p = params(srv.endpoint());
+  p["multipart_threshold"] = std::to_string(5u << 20);
+  p["part_size"] = std::to_string(5u << 20);
+  nixl::agent<backend> ag("abort");
+  ag.create_backend<backend>(p);
+  auto big = pattern(6u << 20, 2);
+  ag.register_memory(nixl::reg_list<nixl::dram_t>{{{addr(big), big.size(), 0}, ""}});
+  ag.register_memory(nixl::reg_list<nixl::object_t>{{{0, 0, 1}, "key"}});
+  auto w = ag.create_request(nixl::xfer_op::write,
+                             nixl::xfer_list<nixl::dram_t>{{addr(big), big.size(), 0}},
+                             nixl::xfer_list<nixl::object_t>{{0, big.size(), 1}}, ag.name());
+  CHECK(run(w, 10s) == nixl::status::invalid_param);
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  auto has_delete = [&] {
+    for (const auto& l : srv.request_lines())
+      if (l == "DELETE /b/key?uploadId=u-1 HTTP/1.1") return true;
+    return false;
+  };
+  while (!has_delete() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+  const auto lines = srv.request_lines();
+  REQUIRE(!lines.empty());
+  CHECK(lines.front() == "POST /b/key?uploads= HTTP/1.1");
+  CHECK(has_delete());
+}

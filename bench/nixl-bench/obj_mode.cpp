@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -95,17 +96,20 @@ struct result {
   std::string error;
 };
 
-/// Posts and polls to the end. Object requests take milliseconds: polling every 20 us (or
-/// yielding, with --yield) leaves the CPU to the engine's thread and the server, as the curl
-/// tool, which blocks in poll(2), does.
+/// Posts and polls to the end. Object requests take milliseconds: the poll interval grows from
+/// 20 us to 500 us (or the thread yields, with --yield), leaving the CPU to the engine's thread
+/// and the server, as the curl tool, which blocks in poll(2), does.
 template <class Req>
 nixl::status wait_done(Req& r, bool yield) {
   auto s = r.post();
+  auto nap = std::chrono::microseconds(20);
   while (s == nixl::status::in_progress) {
-    if (yield)
+    if (yield) {
       std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(500));
+    }
     s = r.status();
   }
   return s;

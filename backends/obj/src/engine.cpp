@@ -186,14 +186,29 @@ class engine {
   void run() noexcept {
     std::vector<xfer*> started, canceled;
     while (true) {
+      bool ended_here = false;
       {
         std::lock_guard l(mu_);
         if (stop_) break;
         for (xfer* x = submit_; x != nullptr; x = x->next_submit) started.push_back(x);
         submit_ = nullptr;
-        for (xfer* x = cancel_; x != nullptr; x = x->next_cancel) canceled.push_back(x);
+        for (xfer* x = cancel_; x != nullptr; x = x->next_cancel) {
+          x->cancel_queued = false;
+          // Posted and canceled before it started: it ends here, and is not touched again (its
+          // owner may free it as soon as it sees the end).
+          if (auto it = std::find(started.begin(), started.end(), x); it != started.end()) {
+            started.erase(it);
+            x->result = status::canceled;
+            x->error = "canceled before it started";
+            x->ph.store(phase::canceled, std::memory_order_release);
+            ended_here = true;
+          } else {
+            canceled.push_back(x);
+          }
+        }
         cancel_ = nullptr;
       }
+      if (ended_here) cv_.notify_all();
       // Aborts of failed uploads that have ended.
       std::erase_if(orphans_, [](const std::unique_ptr<xfer>& o) {
         return o->ph.load(std::memory_order_relaxed) != phase::running;
@@ -201,11 +216,8 @@ class engine {
       // Submissions came in last-first; start them in order.
       for (auto it = started.rbegin(); it != started.rend(); ++it) start(**it);
       started.clear();
-      for (xfer* x : canceled) {
-        x->cancel_queued = false;
-        if (x->ph.load(std::memory_order_relaxed) == phase::running)
-          fail(*x, status::canceled, "canceled");
-      }
+      // Running requests to cancel (one that ended meanwhile left the cancel list when it ended).
+      for (xfer* x : canceled) fail(*x, status::canceled, "canceled");
       canceled.clear();
       pump();
       int running = 0;
@@ -304,6 +316,14 @@ class engine {
       log::warn("{}: could not abort a failed multipart upload: {}", d_->name(), x.error);
     {
       std::lock_guard l(mu_);
+      if (x.cancel_queued) {  // its owner may free it once it sees the end: off the cancel list
+        for (xfer** at = &cancel_; *at != nullptr; at = &(*at)->next_cancel)
+          if (*at == &x) {
+            *at = x.next_cancel;
+            break;
+          }
+        x.cancel_queued = false;
+      }
       x.ph.store(p, std::memory_order_release);
     }
     cv_.notify_all();

@@ -283,12 +283,11 @@ class engine {
       --x.jobs_left;
       return;
     }
-    const auto deadline = clock::now() + cfg_.request_timeout;
     j.ops_left = j.ops.size();
     for (http_op& op : j.ops) {
       op.owner = &j;
       op.attempt = 0;
-      op.deadline = deadline;
+      op.deadline = {};  // set when it is first sent: time queued here does not count
       op.not_before = {};
       if (!op.up_text.empty()) {
         op.up = reinterpret_cast<const std::byte*>(op.up_text.data());
@@ -450,6 +449,7 @@ class engine {
   void launch(http_op& op) noexcept {
     xfer& x = *op.owner->owner;
     const auto now = clock::now();
+    if (op.deadline == clock::time_point{}) op.deadline = now + cfg_.request_timeout;
     if (now >= op.deadline) {
       --x.ops_active;
       fail(x, status::backend,

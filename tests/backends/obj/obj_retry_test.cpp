@@ -246,3 +246,17 @@ TEST_CASE("obj: a multipart upload that fails is aborted", "[obj][retry]") {
   CHECK(lines.front() == "POST /b/key?uploads= HTTP/1.1");
   CHECK(has_delete());
 }
+
+TEST_CASE("obj: release right after post, many times; then the request still works",
+          "[obj][retry]") {
+  scripted_server srv({{200, ""}});
+  one_object o(params(srv.endpoint()));
+  for (int i = 0; i < 200; ++i) {
+    auto w = o.request(nixl::xfer_op::write);
+    const auto s = w.post();
+    CHECK((s == nixl::status::in_progress || s == nixl::status::success));
+    CHECK(w.release() == nixl::status::success);  // cancels wherever the request is
+  }
+  auto w = o.request(nixl::xfer_op::write);
+  CHECK(run(w, 10s) == nixl::status::success);
+}

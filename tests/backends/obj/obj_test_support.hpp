@@ -122,7 +122,7 @@ nixl::status run(Req& req, std::chrono::milliseconds limit = 60s) {
   return s;
 }
 
-/// One agent with backend `B`, and helpers to move buffers to and from keys.
+/// One agent with backend `B`, and calls that move buffers to and from keys.
 template <class B>
 struct agent_rig {
   nixl::agent<B> ag{"obj-test"};

@@ -32,3 +32,6 @@ fi
 # UCX 1.22's contrib/ibmock (a libibverbs/libefa faking EFA devices in one process) into
 # /opt/nixl/ibmock, for the UCX backend's tests over ud and srd (scripts/build-ibmock.sh).
 "$(dirname "$0")/build-ibmock.sh"
+
+# Node with s3rver and azurite (pinned, in /opt/nixl/node), the servers of the object store tests.
+"$(dirname "$0")/install-obj-servers.sh"

@@ -9,6 +9,7 @@
 //   nixl-bench --backend UCX                          # two processes over loopback (default)
 //   nixl-bench --backend UCX --processes 1            # two agents in one process
 //   nixl-bench --backend POSIX --target_seg_type FILE # DRAM -> file, one agent (loopback)
+//   nixl-bench --backend OBJ                          # DRAM -> S3 objects, curl as baseline
 //   nixl-bench --role target --port 5555 &            # two separate commands
 //   nixl-bench --role initiator --peer_ip 127.0.0.1 --port 5555
 //   nixl-bench --role target --listen_address 10.0.0.2 --port 5555       # across hosts
@@ -39,6 +40,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "obj_mode.hpp"
 #include "options.hpp"
 #include "roles.hpp"
 
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
 
   try {
     validate(o);
+    if (o.backend == "OBJ") return run_obj(o);
     if (o.role == "target") return run_target(o, -1);
     if (o.role == "initiator") return run_initiator(o, std::nullopt, -1);
     if (o.processes == 1) return run_initiator(o, std::nullopt, -1);

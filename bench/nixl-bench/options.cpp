@@ -43,12 +43,12 @@ void add_options(CLI::App& app, options& o) {
   auto size_opt = [&](const char* name, std::size_t& v, const char* help) {
     app.add_option(name, v, help)->transform(CLI::AsSizeValue(false));
   };
-  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS, GDS_MT or LIBFABRIC")
-      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT", "LIBFABRIC"}));
+  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC or OBJ")
+      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT", "LIBFABRIC", "OBJ"}));
   app.add_option("--initiator_seg_type", o.initiator_seg_type, "DRAM or VRAM")
       ->check(CLI::IsMember({"DRAM", "VRAM"}));
-  app.add_option("--target_seg_type", o.target_seg_type, "DRAM, VRAM or FILE")
-      ->check(CLI::IsMember({"DRAM", "VRAM", "FILE"}));
+  app.add_option("--target_seg_type", o.target_seg_type, "DRAM, VRAM, FILE or OBJ")
+      ->check(CLI::IsMember({"DRAM", "VRAM", "FILE", "OBJ"}));
   app.add_option("--op_type", o.op_type, "READ or WRITE")->check(CLI::IsMember({"READ", "WRITE"}));
   size_opt("--start_block_size", o.start_block_size, "first block size (4K, 1M, ...)");
   size_opt("--max_block_size", o.max_block_size, "last block size");
@@ -121,9 +121,9 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--initiator_gpu", o.initiator_gpu, "GPU of initiator VRAM");
   app.add_option("--target_gpu", o.target_gpu, "GPU of target VRAM");
   app.add_option("--baseline", o.baseline,
-                 "auto (memcpy for DRAM, fio for FILE, cufile for GDS and GDS_MT, cuda for VRAM), "
-                 "memcpy, fio, cufile, cuda, none")
-      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cufile", "cuda", "none"}));
+                 "auto (memcpy for DRAM, fio for FILE, cufile for GDS and GDS_MT, cuda for VRAM, "
+                 "curl for OBJ), memcpy, fio, cufile, cuda, curl, none")
+      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cufile", "cuda", "curl", "none"}));
   app.add_option("--fio_runtime", o.fio_runtime, "seconds of each fio baseline run")
       ->check(CLI::PositiveNumber);
   app.add_option("--output_format", o.output_format, "table, csv or json on stdout")
@@ -144,6 +144,15 @@ void validate(options& o) {
     fail("--start_block_size must be between 1 and --max_block_size");
   if (o.start_batch_size == 0 || o.start_batch_size > o.max_batch_size)
     fail("--start_batch_size must be between 1 and --max_batch_size");
+  if (o.backend == "OBJ") {  // DRAM <-> objects in one process (obj_mode.cpp)
+    if (o.initiator_seg_type != "DRAM") fail("--backend OBJ moves DRAM: --initiator_seg_type DRAM");
+    o.target_seg_type = "OBJ";
+    o.processes = 1;
+    if (o.baseline == "auto") o.baseline = "curl";
+    if (o.baseline != "curl" && o.baseline != "none")
+      fail("--backend OBJ: --baseline curl or none");
+    return;
+  }
   (void)o.initiator_kind();
   const auto tk = o.target_kind();
   if (o.initiator_kind() == nixl::mem_kind::file)

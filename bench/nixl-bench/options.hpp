@@ -78,6 +78,7 @@ struct options {
     if (s == "DRAM") return nixl::mem_kind::dram;
     if (s == "VRAM") return nixl::mem_kind::vram;
     if (s == "FILE") return nixl::mem_kind::file;
+    if (s == "OBJ") return nixl::mem_kind::object;
     throw std::invalid_argument("segment type '" + s + "': use DRAM, VRAM or FILE");
   }
   nixl::mem_kind initiator_kind() const { return kind_of(initiator_seg_type); }
@@ -93,7 +94,9 @@ struct options {
            static_cast<std::size_t>(pipeline_depth);
   }
   std::size_t buffer_size() const { return per_thread() * static_cast<std::size_t>(num_threads); }
-  bool local_only() const { return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT"; }
+  bool local_only() const {
+    return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT" || backend == "OBJ";
+  }
 };
 
 [[noreturn]] inline void fail(const std::string& msg) {

@@ -37,6 +37,10 @@
 #if defined(NIXL_HAS_LIBFABRIC)
 #include <nixl/backends/libfabric.hpp>
 #endif
+#if defined(NIXL_HAS_OBJ)
+#include <nixl/backends/azure_blob.hpp>
+#include <nixl/backends/obj.hpp>
+#endif
 #if defined(NIXL_HAS_METADATA)
 #include <nixl/metadata/exchange.hpp>
 #endif
@@ -91,12 +95,19 @@ using enabled_libfabric = type_list<libfabric::backend>;
 #else
 using enabled_libfabric = type_list<>;
 #endif
+#if defined(NIXL_HAS_OBJ)
+using enabled_obj = type_list<obj::backend, azure_blob::backend>;
+#else
+using enabled_obj = type_list<>;
+#endif
 }  // namespace detail
 
-/// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC.
+/// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC, OBJ,
+/// AZURE_BLOB.
 using enabled_backends =
     typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda,
-                            detail::enabled_gds, detail::enabled_libfabric>::type;
+                            detail::enabled_gds, detail::enabled_libfabric,
+                            detail::enabled_obj>::type;
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

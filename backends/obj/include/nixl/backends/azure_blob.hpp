@@ -1,0 +1,34 @@
+#pragma once
+/// The AZURE_BLOB backend: DRAM <-> block blobs of Azure Blob Storage (or azurite), requests
+/// signed with Shared Key, on the same HTTP layer as OBJ (obj/detail/store.hpp). Registration
+/// and transfers as for OBJ: the blob's name is `meta`, else the decimal `dev`; WRITE puts whole
+/// blobs (blocks and a block list above `multipart_threshold`), READ gets byte ranges.
+/// Parameters: obj/config.hpp; docs/obj.md.
+
+#include <string_view>
+
+#include <nixl/backends/obj/config.hpp>
+#include <nixl/backends/obj/detail/backend.hpp>
+
+namespace nixl::azure_blob {
+
+namespace detail {
+struct azure_traits {
+  static constexpr std::string_view name = "AZURE_BLOB";
+  using config = azure_blob::config;
+  static obj::detail::store_ptr make_store(const config& c, const nixl::backend_context& ctx) {
+    return obj::detail::make_azure_store(c, ctx);
+  }
+};
+}  // namespace detail
+
+/// The AZURE_BLOB backend (NIXL name "AZURE_BLOB"): DRAM <-> Azure block blobs.
+using backend = obj::detail::basic_backend<detail::azure_traits>;
+
+static_assert(nixl::backend<backend>);
+static_assert(nixl::loopback_backend<backend>);
+static_assert(nixl::querying_backend<backend>);
+static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
+static_assert(!nixl::remote_backend<backend>);
+
+}  // namespace nixl::azure_blob

@@ -4,6 +4,7 @@
 #include <nixl/backends/gds/check.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -111,6 +112,15 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   if (req.phase == phase::running || !req.slots.empty())
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   req.plan = detail::make_plan("GDS", op, local, remote, cfg_.max_request_size);
+  req.sync.clear();
+  if (!cfg_.dram_batch) {
+    // DRAM chunks leave the batch plan: post() moves them with synchronous calls.
+    auto& ch = req.plan.chunks;
+    const auto vram_end = std::stable_partition(
+        ch.begin(), ch.end(), [](const detail::chunk& c) { return c.device >= 0; });
+    req.sync.assign(vram_end, ch.end());
+    ch.erase(vram_end, ch.end());
+  }
   const std::size_t batches =
       (req.plan.chunks.size() + pool_->limit() - 1) / static_cast<std::size_t>(pool_->limit());
   req.slots.clear();
@@ -149,11 +159,30 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
   return true;
 }
 
+bool backend::move_sync(const request& req) noexcept {
+  const auto& lib = state_->lib();
+  for (const detail::chunk& c : req.sync) {
+    errno = 0;
+    const ssize_t r = req.plan.write
+                          ? lib.cuFileWrite(c.fh, c.buf, c.size, c.file_offset, c.buf_offset)
+                          : lib.cuFileRead(c.fh, c.buf, c.size, c.file_offset, c.buf_offset);
+    if (r < 0 || static_cast<std::size_t>(r) != c.size) {
+      detail::report_chunk("GDS", req.plan.write, c, static_cast<long long>(r));
+      return false;
+    }
+  }
+  return true;
+}
+
 nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
   if (req.phase == phase::running || !req.slots.empty()) return nixl::status::repost_active;
   req.next = req.done = 0;
   if (req.plan.chunks.empty()) {
+    if (!move_sync(req)) {
+      req.phase = phase::failed;
+      return nixl::status::backend;
+    }
     req.phase = phase::done;
     return nixl::status::success;
   }
@@ -176,6 +205,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     if (req.next >= req.plan.chunks.size()) break;
     if (!submit(req, *s)) return fail(req);
   }
+  if (!move_sync(req)) return fail(req);  // while the VRAM batches run
   return poll(req);
 }
 

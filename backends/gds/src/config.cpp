@@ -39,6 +39,8 @@ config config::from_params(const nixl::params& p) {
   if (auto v = find(p, "batch_limit"))
     c.batch_limit =
         static_cast<unsigned>(nixl::detail::parse_number("GDS", "batch_limit", *v, 1, 4096));
+  if (auto v = find(p, "dram_batch"))
+    c.dram_batch = nixl::detail::parse_bool("GDS", "dram_batch", *v);
   common("GDS", p, c);
   return c;
 }
@@ -47,6 +49,7 @@ nixl::params config::to_params() const {
   return {{"batch_pool_size", std::to_string(batch_pool_size)},
           {"batch_limit", std::to_string(batch_limit)},
           {"max_request_size", std::to_string(max_request_size)},
+          {"dram_batch", dram_batch ? "true" : "false"},
           {"cufile_path", cufile_path},
           {"cancel_timeout_ms", std::to_string(cancel_timeout.count())}};
 }

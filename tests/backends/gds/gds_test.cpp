@@ -57,8 +57,11 @@ struct fake {
   void set(const char* k, long v) const { set_(k, v); }
 };
 
+// GDS: DRAM through the batch API, so that the fake's batch path is what these tests drive
+// (the default, synchronous DRAM, has its own test).
 template <class B>
 nixl::params p(nixl::params extra = {}) {
+  if constexpr (std::is_same_v<B, gds_b>) extra.try_emplace("dram_batch", "true");
   return params_for<B>(lib, std::move(extra));
 }
 
@@ -83,6 +86,9 @@ TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
   CHECK(d.batch_pool_size == 4);
   CHECK(d.batch_limit == 8);
   CHECK(d.max_request_size == 65536);
+  CHECK_FALSE(c.dram_batch);
+  CHECK(nixl::gds::config::from_params({{"dram_batch", "true"}}).dram_batch);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"dram_batch", "maybe"}}), nixl::error);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_pool_size", "0"}}), nixl::error);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_limit", "x"}}), nixl::error);
   auto m = nixl::gds_mt::config::from_params({{"thread_count", "8"}});
@@ -416,8 +422,41 @@ TEMPLATE_TEST_CASE("gds: path mode and query_memory", "[gds]", gds_b, mt_b) {
 
 TEMPLATE_TEST_CASE("gds: VRAM without a GPU is refused at registration", "[gds]", gds_b, mt_b) {
   fake f;
+  // The backend's own check: a CUDA build that can make GPU 0 current has a GPU.
+  if (nixl::gds::detail::vram_built() && nixl::gds::detail::use_device(0))
+    NIXL_SKIP("a CUDA device is present: VRAM registration succeeds here");
   auto b = make<TestType>(p<TestType>());
   CHECK_THROWS_AS(b.register_region(nixl::mem_kind::vram, {{4096, 4096, 0}, ""}), nixl::error);
+}
+
+TEST_CASE("gds: DRAM moves with synchronous calls by default, not the batch API", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "sync").c_str(), O_RDWR | O_CREAT, 0600));
+  auto b = make<gds_b>(params_for<gds_b>(lib, {{"batch_limit", "4"}}));
+  const std::size_t count = 10, len = 8192;
+  buffer src(count * len), dst(count * len);
+  src.fill(3);
+  std::vector<rig<gds_b>::piece> pieces;
+  for (std::size_t i = 0; i < count; ++i) pieces.push_back({i * len, (count - 1 - i) * len, len});
+  const long submits = f.get("submits"), calls = f.get("sync_calls");
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    CHECK(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
+  }
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    CHECK(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
+  }
+  CHECK(std::memcmp(dst.p, src.p, src.n) == 0);
+  CHECK(f.get("submits") == submits);
+  CHECK(f.get("sync_calls") - calls == static_cast<long>(2 * count));
+  CHECK(b.free_batches() == b.pool_size());
+  // A failing chunk fails the request, and the next one works.
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  f.set("fail_io", 1);
+  CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::backend);
+  CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::success);
 }
 
 TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b, mt_b) {

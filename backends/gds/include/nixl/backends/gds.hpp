@@ -60,7 +60,8 @@ class backend {
   struct peer {};
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
-    detail::plan plan;
+    detail::plan plan;                       // the chunks for the batch API
+    std::vector<detail::chunk> sync;         // DRAM chunks moved synchronously in post()
     std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
     std::size_t next = 0;                    // first chunk not submitted yet
     std::size_t done = 0;                    // chunks complete
@@ -93,8 +94,10 @@ class backend {
   void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer&);
 
-  /// Submits the first batches: `in_progress`, `success` for an empty request, `backend` when
-  /// the pool has no free handle or cuFile refuses. Notifications: `not_supported`.
+  /// Submits the first batches, then moves the DRAM chunks (unless `dram_batch`) with
+  /// synchronous cuFile calls: `in_progress`, `success` when nothing is left in flight,
+  /// `backend` when the pool has no free handle or cuFile refuses or a chunk fails.
+  /// Notifications: `not_supported`.
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
   /// Polls the request's batches without waiting, submits the next ones as handles free up.
   nixl::status check(request& req) noexcept;
@@ -114,6 +117,7 @@ class backend {
  private:
   nixl::status fail(request& req) noexcept;
   bool submit(request& req, detail::batch_slot& s) noexcept;
+  bool move_sync(const request& req) noexcept;
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;
 

@@ -14,6 +14,10 @@ namespace nixl::gds {
 ///    while in flight.
 ///  - `batch_limit` (128): entries per batch handle.
 ///  - `max_request_size` (16 MiB): descriptors are cut into chunks of at most this many bytes.
+///  - `dram_batch` (false): DRAM chunks go through the batch API too. By default they are moved
+///    with synchronous cuFileRead/cuFileWrite calls inside post(), and only VRAM chunks use the
+///    batch API: in compatibility mode, host memory through the batch API gave wrong data on
+///    libcufile 1.15 (docs/gds.md).
 /// Both backends also take:
 ///  - `cufile_path` (""): the cuFile library to load; empty: `$NIXL_CUFILE_PATH`, else
 ///    "libcufile.so.0".
@@ -23,6 +27,7 @@ struct config {
   unsigned batch_pool_size = 16;
   unsigned batch_limit = 128;
   std::size_t max_request_size = std::size_t{16} << 20;
+  bool dram_batch = false;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
 

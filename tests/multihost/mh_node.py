@@ -16,6 +16,14 @@ import numpy as np
 
 from nixl._api import nixl_agent, nixl_agent_config
 
+# stdout carries the node's line protocol (READY, results, BYE); the library's log lines, which
+# the `nixl` logger prints on stdout as NIXL's does, go to stderr here.
+import logging  # noqa: E402
+
+for _h in logging.getLogger("nixl").handlers:
+    if isinstance(_h, logging.StreamHandler):
+        _h.setStream(sys.stderr)
+
 _STATUS = {
     1: "NIXL_IN_PROG",
     0: "NIXL_SUCCESS",

@@ -43,7 +43,7 @@ srcdir=$work/ucx-$version
 
 # UCX's default release configuration (assertions on, so that misuse aborts loudly in tests),
 # thread-safe workers; RDMA providers are built when their headers are present.
-cfg=(--prefix="$prefix" --enable-mt --without-java --without-go --disable-doxygen-doc)
+cfg=(--prefix="$prefix" --enable-mt --disable-static --without-java --without-go --disable-doxygen-doc)
 # RDMA: with rdma-core's headers, ask for the verbs, mlx5, EFA and rdmacm modules outright, so that
 # configure fails loudly instead of leaving one out. GDA-KI (GPU-initiated mlx5, needs DOCA
 # GPUNetIO headers that no Debian package has) stays off.

@@ -8,12 +8,16 @@
 // rndv/get/mtype or rndv/rtr/mtype receive (UCX_RMA_PPLN_ENABLE=y), or software emulation: a
 // CPU copy between the processes (cma, shared memory) and a copy per fragment to or from the
 // GPU (docs/ucx.md, "GPU memory"). The driver copies host <-> GPU directly, at the copy
-// engine's speed, once the host pages are pinned and the peer's GPU memory is mapped here
-// (ucp_rkey_ptr over UCX's cuda_ipc key, which UCX caches).
+// engine's speed, once the host pages are pinned and the peer's GPU memory is mapped here:
+// through the CUDA IPC handle the peer exports with the region (its region data), else through
+// UCX's cuda_ipc key (ucp_rkey_ptr), which UCX unpacks only where an endpoint has a cuda_ipc
+// lane (not for a process whose side is host memory).
 
 #include <dlfcn.h>
 
+#include <array>
 #include <atomic>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -32,6 +36,13 @@ using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 using CUcontext = void*;
 using CUstream = void*;
+struct cu_uuid {
+  char bytes[16];
+};
+struct cu_ipc_handle {
+  char reserved[64];
+};
+constexpr unsigned ipc_lazy_enable_peer_access = 1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 constexpr CUresult cuda_success = 0;
 constexpr int attr_memory_type = 2;     // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr int attr_device_ordinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
@@ -59,12 +70,25 @@ struct driver {
   CUresult (*host_unregister)(void*) = nullptr;
   CUresult (*pointer_attr)(void*, int, CUdeviceptr) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  CUresult (*device_uuid)(cu_uuid*, CUdevice) = nullptr;
+  CUresult (*addr_range)(CUdeviceptr*, std::size_t*, CUdeviceptr) = nullptr;
+  CUresult (*ipc_get)(cu_ipc_handle*, CUdeviceptr) = nullptr;
+  CUresult (*ipc_open)(CUdeviceptr*, cu_ipc_handle, unsigned) = nullptr;
+  CUresult (*ipc_close)(CUdeviceptr) = nullptr;
+  bool ipc = false;  ///< the IPC calls above were found
 
   int devices = 0;
   std::mutex mu;
   std::unique_ptr<device_res[]> dev;
   /// Host ranges this process pinned here: start -> (length, context it was pinned in).
   std::map<std::uintptr_t, std::pair<std::size_t, CUcontext>> pinned;
+  /// Peer allocations opened here: handle -> (address here, holders, device).
+  struct opened {
+    CUdeviceptr base = 0;
+    std::size_t holders = 0;
+    int device = -1;
+  };
+  std::map<std::array<char, 64>, opened> ipc_open_;
 
   const char* what(CUresult r) const noexcept {
     const char* s = nullptr;
@@ -92,6 +116,10 @@ struct driver {
         sym(error_string, "cuGetErrorString");
     if (!ok || init(0) != cuda_success || device_count(&devices) != cuda_success || devices <= 0)
       return false;
+    if (!sym(device_uuid, "cuDeviceGetUuid_v2")) (void)sym(device_uuid, "cuDeviceGetUuid");
+    ipc = device_uuid != nullptr && sym(addr_range, "cuMemGetAddressRange_v2") &&
+          sym(ipc_get, "cuIpcGetMemHandle") && sym(ipc_open, "cuIpcOpenMemHandle_v2") &&
+          sym(ipc_close, "cuIpcCloseMemHandle");
     dev = std::make_unique<device_res[]>(static_cast<std::size_t>(devices));
     return true;
   }
@@ -170,7 +198,120 @@ int clamp_device(driver* d, std::uint64_t hint) noexcept {
 
 }  // namespace
 
+struct ipc_mapping {
+  driver* d = nullptr;
+  std::array<char, 64> key{};
+  char* base = nullptr;
+  gpu::located loc;
+  ipc_mapping() = default;
+  ipc_mapping(const ipc_mapping&) = delete;
+  ipc_mapping& operator=(const ipc_mapping&) = delete;
+  ~ipc_mapping() {
+    if (d == nullptr) return;
+    std::lock_guard lk(d->mu);
+    auto it = d->ipc_open_.find(key);
+    if (it == d->ipc_open_.end() || --it->second.holders != 0) return;
+    {
+      ctx_scope cs(d, loc.ctx);
+      if (const CUresult r = d->ipc_close(it->second.base); r != cuda_success)
+        log::warn("UCX: cuIpcCloseMemHandle of a peer's VRAM: {}", d->what(r));
+    }
+    d->ipc_open_.erase(it);
+  }
+};
+
 namespace gpu {
+
+std::optional<ipc_export> export_vram(std::uintptr_t addr, std::size_t len,
+                                      std::uint64_t dev_hint) noexcept {
+  driver* d = drv();
+  if (d == nullptr || !d->ipc || addr == 0) return std::nullopt;
+  device_res* hint = d->device(clamp_device(d, dev_hint));
+  if (hint == nullptr) return std::nullopt;
+  int ordinal = -1;
+  {
+    ctx_scope cs(d, hint->ctx);
+    if (!cs.ok() || d->pointer_attr(&ordinal, attr_device_ordinal,
+                                    static_cast<CUdeviceptr>(addr)) != cuda_success)
+      return std::nullopt;
+  }
+  device_res* r = d->device(ordinal);
+  CUdevice cd = 0;
+  cu_uuid u{};
+  if (r == nullptr || d->device_get(&cd, ordinal) != cuda_success ||
+      d->device_uuid(&u, cd) != cuda_success)
+    return std::nullopt;
+  ctx_scope cs(d, r->ctx);
+  if (!cs.ok()) return std::nullopt;
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  if (const CUresult res = d->addr_range(&base, &size, static_cast<CUdeviceptr>(addr));
+      res != cuda_success || addr < base || addr - base > size || len > size - (addr - base)) {
+    log::debug("UCX: VRAM at {:#x}: no allocation range ({}); not exported", addr,
+               res != cuda_success ? d->what(res) : "region outside it");
+    return std::nullopt;
+  }
+  cu_ipc_handle h{};
+  if (const CUresult res = d->ipc_get(&h, base); res != cuda_success) {
+    log::debug("UCX: VRAM at {:#x}: cuIpcGetMemHandle: {}; not exported", addr, d->what(res));
+    return std::nullopt;
+  }
+  ipc_export x;
+  std::memcpy(x.handle.data(), h.reserved, x.handle.size());
+  std::memcpy(x.uuid.data(), u.bytes, x.uuid.size());
+  x.offset = addr - base;
+  x.alloc_len = size;
+  return x;
+}
+
+std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept {
+  driver* d = drv();
+  if (d == nullptr || !d->ipc) return nullptr;
+  int dev = -1;
+  for (int i = 0; i < d->devices && dev < 0; ++i) {
+    CUdevice cd = 0;
+    cu_uuid u{};
+    if (d->device_get(&cd, i) == cuda_success && d->device_uuid(&u, cd) == cuda_success &&
+        std::memcmp(u.bytes, x.uuid.data(), x.uuid.size()) == 0)
+      dev = i;
+  }
+  if (dev < 0) {
+    log::debug("UCX: the peer's GPU is not visible in this process; its VRAM stays with UCX");
+    return nullptr;
+  }
+  device_res* r = d->device(dev);
+  if (r == nullptr) return nullptr;
+  try {
+    auto m = std::make_shared<ipc_mapping>();
+    std::lock_guard lk(d->mu);
+    auto it = d->ipc_open_.find(x.handle);
+    if (it == d->ipc_open_.end()) {
+      ctx_scope cs(d, r->ctx);
+      if (!cs.ok()) return nullptr;
+      cu_ipc_handle h{};
+      std::memcpy(h.reserved, x.handle.data(), x.handle.size());
+      CUdeviceptr base = 0;
+      if (const CUresult res = d->ipc_open(&base, h, ipc_lazy_enable_peer_access);
+          res != cuda_success) {
+        log::debug("UCX: cuIpcOpenMemHandle of a peer's VRAM: {}; it stays with UCX", d->what(res));
+        return nullptr;
+      }
+      it = d->ipc_open_.emplace(x.handle, driver::opened{base, 0, dev}).first;
+    }
+    ++it->second.holders;
+    m->d = d;
+    m->key = x.handle;
+    m->base = reinterpret_cast<char*>(it->second.base);
+    m->loc = located{r->ctx, r->stream};
+    return m;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+mapped where(const ipc_mapping& m) noexcept {
+  return {m.base, m.loc};
+}
 
 std::optional<located> locate(const void* vram, std::uint64_t dev_hint) noexcept {
   driver* d = drv();
@@ -198,7 +339,12 @@ void* map_remote(ucp_rkey_h rkey, std::uint64_t raddr, std::uint64_t dev_hint) n
   if (!cs.ok()) return nullptr;
   // cuda_ipc maps the peer's allocation in the current context's device (and caches it).
   void* p = nullptr;
-  return ucp_rkey_ptr(rkey, raddr, &p) == UCS_OK ? p : nullptr;
+  const ucs_status_t s = ucp_rkey_ptr(rkey, raddr, &p);
+  if (s != UCS_OK) {
+    log::debug("UCX: ucp_rkey_ptr({:#x}): {}", raddr, ucs_status_string(s));
+    return nullptr;
+  }
+  return p;
 }
 
 void pin(std::uintptr_t addr, std::size_t len, std::uint64_t dev_hint) noexcept {

@@ -52,6 +52,22 @@ std::optional<located> locate(const void* vram, std::uint64_t dev_hint) noexcept
 /// mapped through UCX's cuda_ipc key in `rkey`; null when UCX cannot map it.
 void* map_remote(ucp_rkey_h rkey, std::uint64_t raddr, std::uint64_t dev_hint) noexcept;
 
+/// The CUDA IPC export of the allocation holding [addr, addr+len), VRAM of this process; nothing
+/// when the driver is absent or the allocation cannot be exported (e.g. cuMemCreate memory).
+std::optional<ipc_export> export_vram(std::uintptr_t addr, std::size_t len,
+                                      std::uint64_t dev_hint) noexcept;
+/// The peer allocation of `x` opened here, on the device of this host with its UUID (one
+/// mapping per allocation in the process, closed when the last holder drops it); null when the
+/// device is not visible here or the driver refuses the handle.
+std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept;
+/// Where an opened allocation starts in this process, and the context and copy stream of its
+/// device.
+struct mapped {
+  char* base = nullptr;
+  located loc;
+};
+mapped where(const ipc_mapping& m) noexcept;
+
 /// Pins [addr, addr+len) with cuMemHostRegister unless CUDA knows it already (or it lies in
 /// a range pinned here); kept until `unpin_range` covers it. Failure leaves it pageable.
 void pin(std::uintptr_t addr, std::size_t len, std::uint64_t dev_hint) noexcept;

@@ -402,6 +402,15 @@ backend::remote_region unpack_on(detail::peer_state* p, mem_kind kind, const des
   rr.range = d;
   rr.kind = kind;
   rr.peer = p;
+  if (rec.ipc) {
+    rr.ipc = std::make_shared<detail::ipc_slot>();
+    rr.ipc->x = *rec.ipc;
+    if (rr.ipc->x.offset > rr.ipc->x.alloc_len || d.len > rr.ipc->x.alloc_len - rr.ipc->x.offset)
+      raise(status::mismatch,
+            "UCX unpack: region data of '{}': a region of {} bytes at offset {} of an "
+            "allocation of {} bytes",
+            p->name, d.len, rr.ipc->x.offset, rr.ipc->x.alloc_len);
+  }
   rr.rkeys.reserve(p->eps.size());
   for (ucp_ep_h ep : p->eps) {
     ucp_rkey_h rk = nullptr;

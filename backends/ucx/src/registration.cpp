@@ -151,9 +151,15 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
   std::size_t packed_len = 0;
   NIXL_UCX_CHECK(ucp_rkey_pack(eng_->context(), memh, &packed, &packed_len),
                  "register_region({:#x}, {} bytes)", d.addr, d.len);
+  // VRAM: its CUDA IPC export too, for the driver copies of host memory in other processes of
+  // this host (host_vram_copy=cuda) where UCX cannot map it there.
+  std::optional<detail::ipc_export> ipc;
+  if (NIXL_UCX_WITH_CUDA != 0 && kind == mem_kind::vram && eng_->cfg().cuda_host_vram)
+    ipc = detail::gpu::export_vram(d.addr, d.len, d.dev);
   try {
     r.public_data = detail::wire::encode_rkey(
-        kind, std::string_view(static_cast<const char*>(packed), packed_len));
+        kind, std::string_view(static_cast<const char*>(packed), packed_len),
+        ipc ? &*ipc : nullptr);
   } catch (...) {
     ucp_rkey_buffer_release(packed);
     throw;

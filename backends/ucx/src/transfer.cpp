@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include <nixl/log.hpp>
+
 #include "internal.hpp"
 
 namespace nixl::ucx {
@@ -101,13 +103,17 @@ struct host_vram_regions {
   const backend::region* local = nullptr;
   const backend::remote_region* remote = nullptr;
   bool usable = false;
+  /// Opened from the peer's CUDA IPC export (the request keeps it), and its device.
+  std::shared_ptr<detail::ipc_mapping> map;
+  std::optional<detail::gpu::located> mapped;
   char* remote_base = nullptr;  ///< where the remote region starts in this process
   detail::gpu::located loc;
 };
 
 // A DRAM <-> VRAM pair that the CUDA driver can copy here (`host_vram_copy=cuda`): the peer is
 // this agent or one of this process (both addresses valid here), or another process of this
-// host whose VRAM UCX's cuda_ipc key maps here while the DRAM is local. Pins the DRAM region
+// host whose VRAM is mapped here (UCX's cuda_ipc key, else the CUDA IPC handle the peer
+// exported) while the DRAM is local. Pins the DRAM region
 // on first use. Nothing: the pair stays with UCX.
 std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<backend::region>& l,
                                                const bound_desc<backend::remote_region>& rm,
@@ -120,15 +126,56 @@ std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<back
     const desc& rr = rm.region->range;
     const bool same_process = peer.is_self || peer.local_alive != nullptr;
     void* base = nullptr;
-    if (same_process)
+    if (same_process) {
       base = reinterpret_cast<void*>(rr.addr);
-    else if (map_peer && local_dram && peer.pidfd >= 0 && w < rm.region->rkeys.size())
-      base = detail::gpu::map_remote(rm.region->rkeys[w].get(), rr.addr, rr.dev);
+    } else if (!local_dram) {
+      log::debug("UCX prepare: VRAM here, DRAM of '{}' in another process: stays with UCX",
+                 peer.name);
+    } else if (!map_peer) {
+      log::debug("UCX prepare: UCX_CUDA_IPC_CACHE is off: DRAM -> VRAM of '{}' stays with UCX",
+                 peer.name);
+    } else if (peer.pidfd < 0) {
+      log::debug(
+          "UCX prepare: '{}' is not known to share this host (error mode other than auto, or "
+          "another host): DRAM <-> its VRAM stays with UCX",
+          peer.name);
+    } else {
+      // UCX's own mapping where its endpoint unpacked the cuda_ipc key (an endpoint with a
+      // cuda_ipc lane), else the CUDA IPC handle the peer exported with the region.
+      if (w < rm.region->rkeys.size())
+        base = detail::gpu::map_remote(rm.region->rkeys[w].get(), rr.addr, rr.dev);
+      if (base == nullptr && rm.region->ipc) {
+        detail::ipc_slot& slot = *rm.region->ipc;
+        std::lock_guard lk(slot.mu);
+        if (!slot.tried) {
+          slot.tried = true;
+          slot.map = detail::gpu::open_ipc(slot.x);
+        }
+        if (slot.map) {
+          const auto m = detail::gpu::where(*slot.map);
+          base = m.base + slot.x.offset;
+          last.map = slot.map;
+          last.mapped = m.loc;
+        }
+      }
+      if (base == nullptr)
+        log::debug("UCX prepare: the VRAM of '{}' at {:#x} cannot be mapped here: stays with UCX",
+                   peer.name, rr.addr);
+    }
     if (base == nullptr) return std::nullopt;
     const std::uint64_t dev = local_dram ? rr.dev : l.region->range.dev;
     const auto loc =
-        detail::gpu::locate(local_dram ? base : reinterpret_cast<void*>(l.region->range.addr), dev);
-    if (!loc) return std::nullopt;
+        last.mapped ? last.mapped
+                    : detail::gpu::locate(
+                          local_dram ? base : reinterpret_cast<void*>(l.region->range.addr), dev);
+    if (!loc) {
+      log::debug("UCX prepare: no CUDA device found for the VRAM of this pair: stays with UCX");
+      return std::nullopt;
+    }
+    log::debug("UCX prepare: DRAM <-> VRAM of '{}' through the CUDA driver ({})", peer.name,
+               same_process  ? "this process"
+               : last.mapped ? "the peer's VRAM opened from its CUDA IPC export"
+                             : "the peer's VRAM mapped through UCX's cuda_ipc key");
     const desc& host = local_dram ? l.region->range : rr;
     detail::gpu::pin(host.addr, host.len, dev);
     last.usable = true;
@@ -162,6 +209,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const bool chunked = split > 0 && nw > 1 && local.size() > split;
   std::vector<detail::xfer_item> items;
   std::vector<detail::gpu_item> gpu;
+  std::vector<std::shared_ptr<detail::ipc_mapping>> maps;
   std::vector<chunk> chunks;
   items.reserve(local.size());
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
@@ -193,6 +241,8 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     if (cuda_path) {
       if (auto g = host_vram_pair(op, l, rm, *p.state, w, map_peer, last_pair)) {
         gpu.push_back(*g);
+        if (last_pair.map && (maps.empty() || maps.back() != last_pair.map))
+          maps.push_back(last_pair.map);
         continue;
       }
     }
@@ -214,6 +264,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.slot_->peer.store(p.state, std::memory_order_relaxed);
   r.items_ = std::move(items);
   r.gpu_ = std::move(gpu);
+  r.gpu_maps_ = std::move(maps);
   r.chunks_ = std::move(chunks);
   r.peer_ = p.state;
   r.ep_ = p.state->eps[w];
@@ -241,6 +292,7 @@ status backend::release(request& r) noexcept {
   r.slot_ = nullptr;
   r.items_.clear();
   r.gpu_.clear();
+  r.gpu_maps_.clear();
   r.chunks_.clear();
   return status::success;
 }

@@ -2,6 +2,8 @@
 
 #include "wire.hpp"
 
+#include <algorithm>
+
 #include <nixl/detail/codec.hpp>
 #include <nixl/detail/fnv1a.hpp>
 
@@ -50,14 +52,26 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   return r;
 }
 
-// Region data: magic, version, memory kind, FNV-1a of the packed rkey, the packed rkey.
-std::string encode_rkey(mem_kind kind, std::string_view packed) {
+// Region data: magic, version, memory kind, FNV-1a of the body, then the body: the packed
+// rkey (length and bytes) and a flag; when set, the CUDA IPC export of the VRAM: handle (64
+// bytes), device UUID (16), the region's offset in the allocation and the allocation's length.
+std::string encode_rkey(mem_kind kind, std::string_view packed, const ipc_export* ipc) {
+  nixl::detail::writer body;
+  body.bytes(packed);
+  body.u8(ipc != nullptr ? 1 : 0);
+  if (ipc != nullptr) {
+    body.raw(std::string_view(ipc->handle.data(), ipc->handle.size()));
+    body.raw(std::string_view(ipc->uuid.data(), ipc->uuid.size()));
+    body.u64(ipc->offset);
+    body.u64(ipc->alloc_len);
+  }
+  const std::string b = body.take();
   nixl::detail::writer w;
   w.u32(rkey_magic);
   w.u8(rkey_version);
   w.u8(static_cast<std::uint8_t>(kind));
-  w.u64(fnv1a(packed));
-  w.bytes(packed);
+  w.u64(fnv1a(b));
+  w.raw(b);
   return w.take();
 }
 
@@ -69,11 +83,30 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
   const std::uint8_t k = in.u8("memory kind");
   if (!valid_kind(k)) in.fail("UCX region data: unknown memory kind {}", k);
   const std::uint64_t sum = in.u64("checksum");
-  const std::string_view packed = in.bytes("rkey", max_rkey_size);
+  const auto whole = std::string_view(reinterpret_cast<const char*>(data.data()), data.size());
+  if (fnv1a(whole.substr(in.position())) != sum)
+    in.fail("UCX region data: checksum mismatch; the blob is corrupted");
+  rkey_record r{static_cast<mem_kind>(k), in.bytes("rkey", max_rkey_size), std::nullopt};
+  if (r.packed.empty()) in.fail("UCX region data: empty remote key");
+  const std::uint8_t has_ipc = in.u8("IPC flag");
+  if (has_ipc > 1) in.fail("UCX region data: IPC flag {} (0 or 1)", has_ipc);
+  if (has_ipc == 1) {
+    if (r.kind != mem_kind::vram)
+      in.fail("UCX region data: a CUDA IPC handle for {} memory", to_string(r.kind));
+    ipc_export x;
+    const std::string_view h = in.raw("IPC handle", x.handle.size());
+    const std::string_view u = in.raw("device UUID", x.uuid.size());
+    std::copy(h.begin(), h.end(), x.handle.begin());
+    std::copy(u.begin(), u.end(), x.uuid.begin());
+    x.offset = in.u64("offset in the allocation");
+    x.alloc_len = in.u64("allocation length");
+    if (x.alloc_len == 0 || x.offset >= x.alloc_len)
+      in.fail("UCX region data: offset {} outside an allocation of {} bytes", x.offset,
+              x.alloc_len);
+    r.ipc = x;
+  }
   in.finish();
-  if (fnv1a(packed) != sum) in.fail("UCX region data: checksum mismatch; the blob is corrupted");
-  if (packed.empty()) in.fail("UCX region data: empty remote key");
-  return {static_cast<mem_kind>(k), packed};
+  return r;
 }
 
 // Notification: version, sender name (u16 length, bytes), then the message to the end.

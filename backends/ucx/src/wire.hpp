@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/memory.hpp>
 
@@ -23,8 +24,8 @@ constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
 // Connection info: 2 added the IPC and network namespaces, 3 the host identity of
 // nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix.
 constexpr std::uint8_t conn_version = 3;
-// Region data: 2 is the FNV-1a offset basis fix.
-constexpr std::uint8_t rkey_version = 2;
+// Region data: 2 is the FNV-1a offset basis fix, 3 added the CUDA IPC export of VRAM.
+constexpr std::uint8_t rkey_version = 3;
 constexpr std::uint8_t notif_version = 1;
 constexpr std::size_t max_address_size = 64 * 1024;
 constexpr std::size_t max_rkey_size = 64 * 1024;
@@ -45,10 +46,11 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob);
 /// What a peer's region data says: the kind of memory and the packed UCX remote key.
 struct rkey_record {
   mem_kind kind = mem_kind::dram;
-  std::string_view packed;  ///< a view into the blob
+  std::string_view packed;        ///< a view into the blob
+  std::optional<ipc_export> ipc;  ///< VRAM: the allocation's CUDA IPC handle, when it has one
 };
 
-std::string encode_rkey(mem_kind kind, std::string_view packed);
+std::string encode_rkey(mem_kind kind, std::string_view packed, const ipc_export* ipc = nullptr);
 rkey_record parse_rkey(std::span<const std::byte> data);
 
 /// The prefix of every notification an agent sends: version, sender name.

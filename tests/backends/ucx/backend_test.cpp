@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../backends/ucx/src/wire.hpp"
 #include "backend_sides.hpp"
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
@@ -286,5 +287,48 @@ TEST_CASE("ucx release of a request in flight") {
       CHECK((again == status::repost_active || nixl::ok(again)));
     }
     CHECK(init.be.release(r) == status::success);
+  }
+}
+
+// Region data with the CUDA IPC export of VRAM (wire version 3): what a peer sends is checked.
+TEST_CASE("ucx region data: the VRAM's CUDA IPC export round trip and malformed exports") {
+  namespace wire = nixl::ucx::detail::wire;
+  nixl::ucx::detail::ipc_export x;
+  for (std::size_t i = 0; i < x.handle.size(); ++i) x.handle[i] = static_cast<char>(i * 7 + 1);
+  for (std::size_t i = 0; i < x.uuid.size(); ++i) x.uuid[i] = static_cast<char>(0xa0 + i);
+  x.offset = 4096;
+  x.alloc_len = 1 << 20;
+  const std::string packed = "packed-rkey-bytes";
+  const std::string blob = wire::encode_rkey(mem_kind::vram, packed, &x);
+  const auto rec = wire::parse_rkey(std::as_bytes(std::span(blob)));
+  CHECK(rec.kind == mem_kind::vram);
+  CHECK(rec.packed == packed);
+  REQUIRE(rec.ipc.has_value());
+  CHECK(rec.ipc->handle == x.handle);
+  CHECK(rec.ipc->uuid == x.uuid);
+  CHECK(rec.ipc->offset == 4096);
+  CHECK(rec.ipc->alloc_len == (1u << 20));
+  // without an export
+  const std::string plain = wire::encode_rkey(mem_kind::dram, packed);
+  CHECK_FALSE(wire::parse_rkey(std::as_bytes(std::span(plain))).ipc.has_value());
+  auto code = [](const std::string& b) {
+    return code_of([&] { (void)wire::parse_rkey(std::as_bytes(std::span(b))); });
+  };
+  // an export for DRAM, an offset outside the allocation, an empty allocation, truncated
+  CHECK(code(wire::encode_rkey(mem_kind::dram, packed, &x)) == status::mismatch);
+  auto far = x;
+  far.offset = far.alloc_len;
+  CHECK(code(wire::encode_rkey(mem_kind::vram, packed, &far)) == status::mismatch);
+  auto empty = x;
+  empty.alloc_len = 0;
+  empty.offset = 0;
+  CHECK(code(wire::encode_rkey(mem_kind::vram, packed, &empty)) == status::mismatch);
+  CHECK(code(blob.substr(0, blob.size() - 1)) == status::mismatch);
+  CHECK(code(blob + "x") == status::mismatch);
+  // any flipped byte of the body fails the checksum (or a field check)
+  for (std::size_t at : {std::size_t{20}, blob.size() - 20, blob.size() - 1}) {
+    std::string bad = blob;
+    bad[at] ^= 0x11;
+    CHECK(code(bad) == status::mismatch);
   }
 }

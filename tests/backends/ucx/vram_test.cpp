@@ -307,6 +307,9 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
   auto h = in.create_request(
       xfer_op::write, blocks(mem_kind::dram, host.addr(), 1, host.size(), 0, 0),
       blocks(mem_kind::vram, ta + 4096, 1, host.size(), 0, peer_gpu), "target", {.notif = "host"});
+  // cuda: the driver copies the pair (the peer's VRAM mapped here); ucx: UCX moves it
+  REQUIRE(h.get_if<nixl::ucx::backend>() != nullptr);
+  CHECK(h.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (mode == "cuda" ? 1 : 0));
   (void)h.post();
   n = ucx_test::target_notifs(t, 1);
   REQUIRE(n.size() == 1);
@@ -326,6 +329,48 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
     for (std::size_t k = 0; k < bl && same; ++k)
       same = static_cast<std::uint8_t>(host.data()[i * bl + k]) ==
              static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 11));
+  CHECK(same);
+}
+
+// Host memory here and the peer's VRAM where UCX has no cuda_ipc lane to map it (here: UCX_TLS
+// without cuda_ipc in this process): the driver copies through the CUDA IPC handle the peer
+// exported with its region.
+TEST_CASE("ucx vram: two processes, host memory <-> the peer's VRAM through its CUDA IPC export",
+          "[ucx][vram]") {
+  NEED_UCX_VRAM();
+  const std::size_t size = std::size_t{4} << 20;
+  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(size), "--vram=0"});
+  ucx_test::buffer host(size);
+  ucx_agent in("initiator");
+  in.create_backend<nixl::ucx::backend>({{"engine_config", "UCX_TLS=^cuda_ipc"}});
+  in.register_memory(cuda_test::reg(mem_kind::dram, host.addr(), host.size(), 0));
+  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+  host.fill(21);
+  auto w = in.create_request(xfer_op::write, blocks(mem_kind::dram, host.addr(), 1, size, 0, 0),
+                             blocks(mem_kind::vram, ta, 1, size, 0, 0), "target", {.notif = "ipc"});
+  REQUIRE(w.get_if<nixl::ucx::backend>() != nullptr);
+  CHECK(w.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == 1);
+  (void)w.post();
+  auto n = ucx_test::target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second == "ipc");
+  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(host.data(), size));
+  REQUIRE(wait(w) == status::success);
+  // READ back 16 strided blocks of the peer's pattern
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 23", size)) == "OK");
+  std::memset(host.data(), 0, size);
+  const std::size_t nb = 16, bl = std::size_t{64} << 10;
+  auto r = in.create_request(xfer_op::read, blocks(mem_kind::dram, host.addr(), nb, bl, bl, 0),
+                             blocks(mem_kind::vram, ta, nb, bl, 2 * bl, 0), "target");
+  CHECK(r.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == nb);
+  (void)r.post();
+  REQUIRE(wait(r) == status::success);
+  bool same = true;
+  for (std::size_t i = 0; i < nb && same; ++i)
+    for (std::size_t k = 0; k < bl && same; ++k)
+      same = static_cast<std::uint8_t>(host.data()[i * bl + k]) ==
+             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 23));
   CHECK(same);
 }
 

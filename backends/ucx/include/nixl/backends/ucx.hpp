@@ -96,6 +96,9 @@ class backend {
     mem_kind kind = mem_kind::dram;
     detail::peer_state* peer = nullptr;
     std::vector<detail::rkey_handle> rkeys;
+    /// VRAM of another process: its CUDA IPC export (from its region data), and the mapping
+    /// opened here at the first DRAM <-> VRAM prepare that uses it.
+    std::shared_ptr<detail::ipc_slot> ipc;
   };
 
   /// A remote agent (or this agent, for loopback): its endpoints, one per local worker.
@@ -124,6 +127,7 @@ class backend {
     request(request&& o) noexcept
         : items_(std::move(o.items_)),
           gpu_(std::move(o.gpu_)),
+          gpu_maps_(std::move(o.gpu_maps_)),
           chunks_(std::move(o.chunks_)),
           slot_(std::exchange(o.slot_, nullptr)),
           peer_(std::exchange(o.peer_, nullptr)),
@@ -133,6 +137,7 @@ class backend {
     request& operator=(request&& o) noexcept {
       items_ = std::move(o.items_);
       gpu_ = std::move(o.gpu_);
+      gpu_maps_ = std::move(o.gpu_maps_);
       chunks_ = std::move(o.chunks_);
       slot_ = std::exchange(o.slot_, nullptr);
       peer_ = std::exchange(o.peer_, nullptr);
@@ -155,6 +160,8 @@ class backend {
     std::vector<detail::xfer_item> items_;
     /// DRAM <-> VRAM pairs of this host that the CUDA driver copies at post, before UCX's part.
     std::vector<detail::gpu_item> gpu_;
+    /// The peers' VRAM mappings those copies use (kept while the request is prepared).
+    std::vector<std::shared_ptr<detail::ipc_mapping>> gpu_maps_;
     std::vector<chunk> chunks_;  ///< empty: one chunk, all items on `worker_`
     detail::op_slot* slot_ = nullptr;
     detail::peer_state* peer_ = nullptr;

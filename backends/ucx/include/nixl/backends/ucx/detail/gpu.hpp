@@ -4,7 +4,11 @@
 /// UCX context's GPU memory, so it stages such transfers through host fragments. The driver
 /// (loaded at run time; absent: the path is off) copies instead, from pinned host memory.
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 
 #include <nixl/status.hpp>
@@ -20,6 +24,26 @@ struct gpu_item {
   std::size_t len = 0;
   void* ctx = nullptr;
   void* stream = nullptr;
+};
+
+/// VRAM exported for the driver copies of another process on this host: the CUDA IPC handle
+/// of the allocation holding the region, its device's UUID, and where the region starts in it.
+struct ipc_export {
+  std::array<char, 64> handle{};
+  std::array<char, 16> uuid{};
+  std::uint64_t offset = 0;     ///< of the region's first byte in the allocation
+  std::uint64_t alloc_len = 0;  ///< of the allocation
+};
+
+/// A peer's allocation opened here (shared by every region of it; closed with the last).
+struct ipc_mapping;
+
+/// A peer region's export and the mapping opened from it at its first use here.
+struct ipc_slot {
+  ipc_export x;
+  std::mutex mu;
+  bool tried = false;
+  std::shared_ptr<ipc_mapping> map;
 };
 
 /// Copies every item and waits for them (the data is in place on `success`).

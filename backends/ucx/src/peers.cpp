@@ -411,6 +411,8 @@ backend::remote_region unpack_on(detail::peer_state* p, mem_kind kind, const des
             "allocation of {} bytes",
             p->name, d.len, rr.ipc->x.offset, rr.ipc->x.alloc_len);
   }
+  if (kind == mem_kind::dram && p->pidfd >= 0)
+    rr.host_map = std::make_shared<detail::host_map_slot>();
   rr.rkeys.reserve(p->eps.size());
   for (ucp_ep_h ep : p->eps) {
     ucp_rkey_h rk = nullptr;
@@ -428,6 +430,13 @@ backend::remote_region backend::load_local(const region& r) {
 }
 
 void backend::unload_region(remote_region& r) noexcept {
+  // the mapping of the peer's host memory goes with the rkeys: unpinned first
+  if (r.host_map) {
+    std::lock_guard lk(r.host_map->mu);
+    if (r.host_map->base != nullptr)
+      detail::gpu::unpin_range(reinterpret_cast<std::uintptr_t>(r.host_map->base), r.host_map->len);
+    r.host_map->base = nullptr;
+  }
   eng_->defer(r.rkeys);
 }
 

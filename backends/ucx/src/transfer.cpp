@@ -129,8 +129,27 @@ std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<back
     if (same_process) {
       base = reinterpret_cast<void*>(rr.addr);
     } else if (!local_dram) {
-      log::debug("UCX prepare: VRAM here, DRAM of '{}' in another process: stays with UCX",
-                 peer.name);
+      // The peer's host memory, where UCX maps it here (its shared-memory key: memory the
+      // peer's UCX allocated, e.g. backend::allocate), pinned for the driver.
+      if (rm.region->host_map && w < rm.region->rkeys.size()) {
+        detail::host_map_slot& slot = *rm.region->host_map;
+        std::lock_guard lk(slot.mu);
+        if (!slot.tried) {
+          slot.tried = true;
+          void* p = nullptr;
+          if (ucp_rkey_ptr(rm.region->rkeys[w].get(), rr.addr, &p) == UCS_OK && p != nullptr) {
+            slot.base = static_cast<char*>(p);
+            slot.len = rr.len;
+            detail::gpu::pin(reinterpret_cast<std::uintptr_t>(p), rr.len, l.region->range.dev);
+          }
+        }
+        base = slot.base;
+      }
+      if (base == nullptr)
+        log::debug(
+            "UCX prepare: VRAM here, host memory of '{}' in another process that UCX does not "
+            "map here: stays with UCX",
+            peer.name);
     } else if (!map_peer) {
       log::debug("UCX prepare: UCX_CUDA_IPC_CACHE is off: DRAM -> VRAM of '{}' stays with UCX",
                  peer.name);
@@ -174,6 +193,7 @@ std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<back
     }
     log::debug("UCX prepare: DRAM <-> VRAM of '{}' through the CUDA driver ({})", peer.name,
                same_process  ? "this process"
+               : !local_dram ? "the peer's host memory mapped through UCX's shared-memory key"
                : last.mapped ? "the peer's VRAM opened from its CUDA IPC export"
                              : "the peer's VRAM mapped through UCX's cuda_ipc key");
     const desc& host = local_dram ? l.region->range : rr;

@@ -374,6 +374,52 @@ TEST_CASE("ucx vram: two processes, host memory <-> the peer's VRAM through its 
   CHECK(same);
 }
 
+// VRAM here and the peer's host memory: the driver copies where UCX maps that memory here (the
+// peer's UCX allocated it: shared memory), else UCX moves it.
+TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx][vram]") {
+  NEED_UCX_VRAM();
+  const bool shared = GENERATE(true, false);
+  INFO((shared ? "peer memory from backend::allocate" : "peer memory from the heap"));
+  const std::size_t size = std::size_t{4} << 20;
+  std::vector<std::string> args{"target", std::to_string(size)};
+  if (shared) args.push_back("--alloc");
+  peer_process t(NIXL_UCX_PEER_EXE, args);
+  cuda_test::gpu_buffer mine(size, 0);
+  ucx_agent in("initiator");
+  in.create_backend<nixl::ucx::backend>();
+  in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
+  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+  std::vector<std::uint8_t> pat(size);
+  cuda_test::fill(pat, 31);
+  mine.upload(pat);
+  auto w = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
+                             blocks(mem_kind::dram, ta, 1, size, 0, 0), "target", {.notif = "d2h"});
+  REQUIRE(w.get_if<nixl::ucx::backend>() != nullptr);
+  CHECK(w.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (shared ? 1 : 0));
+  (void)w.post();
+  auto n = ucx_test::target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second == "d2h");
+  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
+  REQUIRE(wait(w) == status::success);
+  // READ 8 strided blocks of the peer's pattern into this GPU
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 33", size)) == "OK");
+  const std::size_t nb = 8, bl = std::size_t{128} << 10;
+  auto r = in.create_request(xfer_op::read, blocks(mem_kind::vram, mine.addr(), nb, bl, bl, 0),
+                             blocks(mem_kind::dram, ta, nb, bl, 2 * bl, 0), "target");
+  CHECK(r.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (shared ? nb : 0));
+  (void)r.post();
+  REQUIRE(wait(r) == status::success);
+  const auto got = mine.download(0, nb * bl);
+  bool same = true;
+  for (std::size_t i = 0; i < nb && same; ++i)
+    for (std::size_t k = 0; k < bl && same; ++k)
+      same = got[i * bl + k] ==
+             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 33));
+  CHECK(same);
+}
+
 TEST_CASE("ucx vram: an agent with UCX and CUDA moves VRAM through CUDA, DRAM through UCX",
           "[ucx][vram]") {
   NEED_UCX_VRAM();

@@ -99,6 +99,8 @@ class backend {
     /// VRAM of another process: its CUDA IPC export (from its region data), and the mapping
     /// opened here at the first DRAM <-> VRAM prepare that uses it.
     std::shared_ptr<detail::ipc_slot> ipc;
+    /// DRAM of another process of this host, as mapped here for the driver's copies.
+    std::shared_ptr<detail::host_map_slot> host_map;
   };
 
   /// A remote agent (or this agent, for loopback): its endpoints, one per local worker.

@@ -46,6 +46,16 @@ struct ipc_slot {
   std::shared_ptr<ipc_mapping> map;
 };
 
+/// A peer's host memory mapped into this process by UCX (its shared-memory key: memory the
+/// peer's UCX allocated) and pinned here for the driver's copies; unpinned when the region is
+/// unloaded.
+struct host_map_slot {
+  std::mutex mu;
+  bool tried = false;
+  char* base = nullptr;  ///< where the region starts here; null: not mappable
+  std::size_t len = 0;
+};
+
 /// Copies every item and waits for them (the data is in place on `success`).
 status gpu_copy(std::span<const gpu_item> items) noexcept;
 

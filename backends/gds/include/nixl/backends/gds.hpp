@@ -109,10 +109,16 @@ class backend {
   /// descriptor `dev`), or nullopt when it does not exist.
   std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
 
+  /// Batch entries one request keeps in flight at most (0: no cap), `max_inflight` resolved.
+  unsigned inflight_cap() const noexcept { return inflight_cap_; }
   /// Batch handles in the pool, and how many are free now.
   unsigned pool_size() const noexcept;
   std::size_t free_batches() const noexcept;
   const config& settings() const noexcept { return cfg_; }
+  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
+  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
+  bool compat_mode() const noexcept { return compat_; }
+  std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   nixl::status fail(request& req) noexcept;
@@ -121,7 +127,11 @@ class backend {
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;
 
+  std::size_t slots_wanted(std::size_t chunks) const noexcept;
+
   config cfg_;
+  bool compat_ = false;
+  unsigned inflight_cap_ = 0;
   std::unique_ptr<detail::shared_state> state_;
   std::unique_ptr<detail::batch_pool> pool_;
 };

@@ -77,10 +77,17 @@ class backend {
   std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
 
   unsigned thread_count() const noexcept;
+  /// Threads waiting for work now.
+  unsigned idle_threads() const noexcept;
   const config& settings() const noexcept { return cfg_; }
+  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
+  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
+  bool compat_mode() const noexcept { return compat_; }
+  std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   config cfg_;
+  bool compat_ = false;
   std::unique_ptr<gds::detail::shared_state> state_;
   std::unique_ptr<gds::detail::thread_pool> pool_;
 };

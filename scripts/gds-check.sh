@@ -21,7 +21,7 @@
 # NIXL_CUFILE_PATH (libcufile to load; default: found by the loader or under /usr/local/cuda),
 # BENCH_EXTRA (more nixl-bench arguments for every run, after the sweep's (a later one wins),
 # split at spaces, e.g.
-# "--backend_params compat_chunk_size=1M" or "--start_block_size 1M"), GDS_MT_THREADS (8),
+# "--backend_params compat_chunk_size=1048576" or "--start_block_size 1M"), GDS_MT_THREADS (8),
 # BENCH_BACKENDS ("GDS GDS_MT").
 # The backends see cuFile's compatibility mode where /sys/module/nvidia_fs is absent
 # (NIXL_GDS_COMPAT_MODE=0/1 overrides it; docs/gds.md, "Chunk size and compatibility mode").

@@ -31,9 +31,15 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
                         ? compat_setting::automatic
                         : (nixl::detail::parse_bool(who, "compat_mode", *v) ? compat_setting::on
                                                                             : compat_setting::off);
-  if (auto v = find(p, "compat_chunk_size"))
+  if (auto v = find(p, "compat_chunk_size")) {
     c.compat_chunk_size =
         nixl::detail::parse_number(who, "compat_chunk_size", *v, 4096, std::uint64_t{1} << 31);
+    if (c.compat_chunk_size % 4096 != 0)
+      raise(status::invalid_param,
+            "{}: compat_chunk_size {} is not a multiple of 4096; chunks must stay page-aligned "
+            "for O_DIRECT files",
+            who, *v);
+  }
   if (auto v = find(p, "cufile_path")) c.cufile_path = *v;
   if (auto v = find(p, "cancel_timeout_ms"))
     c.cancel_timeout = std::chrono::milliseconds(

@@ -621,6 +621,11 @@ TEST_CASE("gds: compatibility mode: its detection and parameters", "[gds]") {
         compat_setting::automatic);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"compat_mode", "perhaps"}}), nixl::error);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"compat_chunk_size", "100"}}), nixl::error);
+  CHECK(message([] {
+          (void)nixl::gds::config::from_params({{"compat_chunk_size", "5000"}});
+        }).find("multiple of 4096") != std::string::npos);
+  CHECK(nixl::gds::config::from_params({{"compat_chunk_size", "1048576"}}).compat_chunk_size ==
+        1 * MiB);
   CHECK(nixl::gds::config::from_params({{"max_inflight", "32"}}).max_inflight == 32);
   CHECK(nixl::gds_mt::config::from_params({{"compat_chunk_size", "65536"}}).compat_chunk_size ==
         65536);

@@ -7,8 +7,9 @@
 /// into chunks of at most `max_request_size` bytes (in cuFile's compatibility mode smaller ones,
 /// `compat_chunk_size`: config.hpp), which a request submits on cuFile batch handles of
 /// `batch_limit` entries taken from a pool of `batch_pool_size`: as many as it needs and are
-/// free, reusing them as batches complete, with at most `max_inflight` entries in flight. A post that finds no handle free returns
-/// `status::backend` at once ("batch pool exhausted" in the log), never waits.
+/// free, reusing them as batches complete, with at most `max_inflight` entries in flight. A post
+/// that finds no handle free returns `status::backend` at once ("batch pool exhausted" in the
+/// log), never waits.
 ///
 /// FILE registration: the file descriptor as `dev`, or NIXL's path mode in `meta`,
 /// `"<ro|rw>[,direct][,sync][,noatime][,create]:<path>"` (opened here, closed at

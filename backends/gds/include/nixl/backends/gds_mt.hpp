@@ -3,9 +3,10 @@
 /// synchronous cuFileRead/cuFileWrite calls on a pool of `thread_count` threads. Local only.
 ///
 /// Registration, path mode, chunking (`max_request_size`, `compat_chunk_size`) and the library
-/// lookup are those of GDS (gds.hpp). Chunks go to the threads that went idle last. Each chunk is one synchronous call; a short count is an error. Releasing a
-/// request in flight drops its chunks not started and waits at most `cancel_timeout` for those
-/// running; past it the release answers `repost_active` and the chunks finish on their own.
+/// lookup are those of GDS (gds.hpp). Chunks go to the threads that went idle last. Each chunk
+/// is one synchronous call; a short count is an error. Releasing a request in flight drops its
+/// chunks not started and waits at most `cancel_timeout` for those running; past it the release
+/// answers `repost_active` and the chunks finish on their own.
 
 #include <memory>
 #include <optional>

@@ -138,7 +138,10 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
-  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total));
+  // DRAM chunks moved synchronously in post() run one after the other: smaller ones would only
+  // add calls, so they keep max_request_size.
+  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
+                               cfg_.dram_batch ? 0 : cfg_.max_request_size);
   req.sync.clear();
   if (!cfg_.dram_batch) {
     // DRAM chunks leave the batch plan: post() moves them with synchronous calls.

@@ -879,3 +879,29 @@ TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight"
     CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
   }
 }
+
+TEST_CASE("gds: DRAM moved synchronously keeps max_request_size in compatibility mode", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "dram").c_str(), O_RDWR | O_CREAT, 0600));
+  // dram_batch false (the default): post() moves DRAM chunks one after the other itself.
+  auto b = make<gds_b>(params_for<gds_b>(
+      lib,
+      {{"compat_mode", "true"}, {"compat_chunk_size", "16384"}, {"max_request_size", "131072"}}));
+  buffer src(256 * KiB), dst(256 * KiB);
+  src.fill(12);
+  const long calls0 = f.get("sync_calls"), submits0 = f.get("submits");
+  f.set("max_sync", 0);
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, 256 * KiB}}) == nixl::status::success);
+  }
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
+  }
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(f.get("sync_calls") - calls0 == 4);  // 2 chunks of 128 KiB each way, not 16 of 16 KiB
+  CHECK(f.get("max_sync") == static_cast<long>(128 * KiB));
+  CHECK(f.get("submits") == submits0);
+}

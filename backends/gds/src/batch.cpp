@@ -87,12 +87,37 @@ using detail::phase;
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
     : cfg_(cfg),
+      compat_(resolve_compat(cfg.compat_mode)),
+      inflight_cap_(cfg.max_inflight != 0 ? cfg.max_inflight : (compat_ ? cfg.batch_limit : 0)),
       state_(std::make_unique<detail::shared_state>("GDS", ctx.agent_name, cfg.cufile_path)),
       pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
                                                  cfg.batch_limit)) {
-  log::info("GDS backend ({}): {} batch handles of {} entries, chunks of {} bytes, cuFile {}",
-            ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit, cfg.max_request_size,
-            state_->lib().path);
+  if (compat_)
+    log::info(
+        "GDS backend ({}): {} batch handles of {} entries, cuFile compatibility mode: chunks of "
+        "{} bytes (up to {} for large requests), at most {} entries in flight per request, "
+        "cuFile {}",
+        ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit,
+        std::min(cfg.compat_chunk_size, cfg.max_request_size), cfg.max_request_size,
+        inflight_cap_ != 0 ? std::to_string(inflight_cap_) : std::string("all"),
+        state_->lib().path);
+  else
+    log::info("GDS backend ({}): {} batch handles of {} entries, chunks of {} bytes, cuFile {}",
+              ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit, cfg.max_request_size,
+              state_->lib().path);
+}
+
+std::size_t backend::chunk_size_for(std::size_t total) const noexcept {
+  return chunk_size(compat_, cfg_.max_request_size, cfg_.compat_chunk_size,
+                    inflight_cap_ != 0 ? inflight_cap_ : max_compat_chunks, total);
+}
+
+std::size_t backend::slots_wanted(std::size_t chunks) const noexcept {
+  const std::size_t limit = pool_->limit();
+  if (inflight_cap_ == 0 || chunks <= inflight_cap_) return (chunks + limit - 1) / limit;
+  // More chunks than may be in flight: enough handles for the cap, and at least two, so that
+  // one is submitted again while the other still runs.
+  return std::max<std::size_t>(2, (inflight_cap_ + limit - 1) / limit);
 }
 
 backend::~backend() = default;
@@ -111,7 +136,12 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
                       std::span<const bound_desc<remote_region>> remote, peer&) {
   if (req.phase == phase::running || !req.slots.empty())
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
-  req.plan = detail::make_plan("GDS", op, local, remote, cfg_.max_request_size);
+  std::size_t total = 0;
+  for (const auto& d : local) total += d.len;
+  // DRAM chunks moved synchronously in post() run one after the other: smaller ones would only
+  // add calls, so they keep max_request_size.
+  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
+                               cfg_.dram_batch ? 0 : cfg_.max_request_size);
   req.sync.clear();
   if (!cfg_.dram_batch) {
     // DRAM chunks leave the batch plan: post() moves them with synchronous calls.
@@ -121,8 +151,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     req.sync.assign(vram_end, ch.end());
     ch.erase(vram_end, ch.end());
   }
-  const std::size_t batches =
-      (req.plan.chunks.size() + pool_->limit() - 1) / static_cast<std::size_t>(pool_->limit());
+  const std::size_t batches = slots_wanted(req.plan.chunks.size());
   req.slots.clear();
   req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
   req.next = req.done = 0;
@@ -131,9 +160,23 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
 
 bool backend::submit(request& req, detail::batch_slot& s) noexcept {
   const auto& chunks = req.plan.chunks;
-  const auto n =
-      static_cast<unsigned>(std::min<std::size_t>(pool_->limit(), chunks.size() - req.next));
+  std::size_t room = std::min<std::size_t>(pool_->limit(), chunks.size() - req.next);
+  if (inflight_cap_ != 0) {
+    // The cap, shared between the request's handles; what the others hold now counts too.
+    std::size_t in_flight = 0;
+    for (const detail::batch_slot* o : req.slots)
+      if (o != &s) in_flight += o->submitted - o->finished;
+    const std::size_t share = (inflight_cap_ + req.slots.size() - 1) / req.slots.size();
+    const std::size_t left = in_flight < inflight_cap_ ? inflight_cap_ - in_flight : 0;
+    room = std::min({room, share, left});
+  }
   s.first = req.next;
+  s.finished = 0;
+  if (room == 0) {  // nothing may go now: the handle waits for the next poll
+    s.submitted = 0;
+    return true;
+  }
+  const auto n = static_cast<unsigned>(room);
   for (unsigned j = 0; j < n; ++j) {
     const detail::chunk& c = chunks[req.next + j];
     auto& p = s.params[j];
@@ -148,7 +191,6 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
     p.cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(j));
     s.seen[j] = 0;
   }
-  s.finished = 0;
   if (chunks[req.next].device >= 0) detail::use_device(chunks[req.next].device);
   if (!NIXL_CUFILE_WARN(state_->lib().cuFileBatchIOSubmit(s.handle, n, s.params.data(), 0))) {
     s.submitted = 0;
@@ -186,9 +228,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     req.phase = phase::done;
     return nixl::status::success;
   }
-  const std::size_t batches =
-      (req.plan.chunks.size() + pool_->limit() - 1) / static_cast<std::size_t>(pool_->limit());
-  pool_->take(batches, req.slots);
+  pool_->take(slots_wanted(req.plan.chunks.size()), req.slots);
   if (req.slots.empty()) {
     req.phase = phase::idle;
     try {

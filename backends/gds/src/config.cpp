@@ -3,7 +3,10 @@
 #include <nixl/backends/gds.hpp>
 #include <nixl/backends/gds_mt.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -23,6 +26,20 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
   if (auto v = find(p, "max_request_size"))
     c.max_request_size =
         nixl::detail::parse_number(who, "max_request_size", *v, 4096, std::uint64_t{1} << 31);
+  if (auto v = find(p, "compat_mode"))
+    c.compat_mode = nixl::detail::lower(*v) == "auto"
+                        ? compat_setting::automatic
+                        : (nixl::detail::parse_bool(who, "compat_mode", *v) ? compat_setting::on
+                                                                            : compat_setting::off);
+  if (auto v = find(p, "compat_chunk_size")) {
+    c.compat_chunk_size =
+        nixl::detail::parse_number(who, "compat_chunk_size", *v, 4096, std::uint64_t{1} << 31);
+    if (c.compat_chunk_size % 4096 != 0)
+      raise(status::invalid_param,
+            "{}: compat_chunk_size {} is not a multiple of 4096; chunks must stay page-aligned "
+            "for O_DIRECT files",
+            who, *v);
+  }
   if (auto v = find(p, "cufile_path")) c.cufile_path = *v;
   if (auto v = find(p, "cancel_timeout_ms"))
     c.cancel_timeout = std::chrono::milliseconds(
@@ -30,6 +47,40 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
 }
 
 }  // namespace
+
+std::string to_string(compat_setting s) {
+  switch (s) {
+    case compat_setting::on:
+      return "true";
+    case compat_setting::off:
+      return "false";
+    case compat_setting::automatic:
+      break;
+  }
+  return "auto";
+}
+
+bool resolve_compat(compat_setting s, std::string_view module_dir) {
+  if (s == compat_setting::on) return true;
+  if (s == compat_setting::off) return false;
+  if (const char* e = std::getenv("NIXL_GDS_COMPAT_MODE");
+      e != nullptr && *e != '\0' && nixl::detail::lower(e) != "auto")
+    return nixl::detail::parse_bool("GDS", "NIXL_GDS_COMPAT_MODE", e);
+  struct stat st {};
+  return ::stat(std::string(module_dir).c_str(), &st) != 0;
+}
+
+std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_chunk,
+                       std::size_t max_chunks, std::size_t total) noexcept {
+  max_request = std::max<std::size_t>(max_request, 1);
+  if (!compat) return max_request;
+  std::size_t c = std::clamp<std::size_t>(compat_chunk, 1, max_request);
+  if (max_chunks > 0 && total / c + (total % c != 0 ? 1 : 0) > max_chunks) {
+    const std::size_t want = total / max_chunks + (total % max_chunks != 0 ? 1 : 0);
+    c = std::min(max_request, std::max(c, (want + 4095) / 4096 * 4096));
+  }
+  return c;
+}
 
 config config::from_params(const nixl::params& p) {
   config c;
@@ -39,6 +90,9 @@ config config::from_params(const nixl::params& p) {
   if (auto v = find(p, "batch_limit"))
     c.batch_limit =
         static_cast<unsigned>(nixl::detail::parse_number("GDS", "batch_limit", *v, 1, 4096));
+  if (auto v = find(p, "max_inflight"))
+    c.max_inflight =
+        static_cast<unsigned>(nixl::detail::parse_number("GDS", "max_inflight", *v, 0, 1u << 20));
   if (auto v = find(p, "dram_batch"))
     c.dram_batch = nixl::detail::parse_bool("GDS", "dram_batch", *v);
   common("GDS", p, c);
@@ -49,6 +103,9 @@ nixl::params config::to_params() const {
   return {{"batch_pool_size", std::to_string(batch_pool_size)},
           {"batch_limit", std::to_string(batch_limit)},
           {"max_request_size", std::to_string(max_request_size)},
+          {"compat_mode", to_string(compat_mode)},
+          {"compat_chunk_size", std::to_string(compat_chunk_size)},
+          {"max_inflight", std::to_string(max_inflight)},
           {"dram_batch", dram_batch ? "true" : "false"},
           {"cufile_path", cufile_path},
           {"cancel_timeout_ms", std::to_string(cancel_timeout.count())}};
@@ -78,6 +135,8 @@ config config::from_params(const nixl::params& p) {
 nixl::params config::to_params() const {
   return {{"thread_count", std::to_string(thread_count)},
           {"max_request_size", std::to_string(max_request_size)},
+          {"compat_mode", gds::to_string(compat_mode)},
+          {"compat_chunk_size", std::to_string(compat_chunk_size)},
           {"cufile_path", cufile_path},
           {"cancel_timeout_ms", std::to_string(cancel_timeout.count())}};
 }

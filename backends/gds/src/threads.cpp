@@ -2,6 +2,7 @@
 
 #include <nixl/backends/gds_mt.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -11,16 +12,24 @@ namespace nixl::gds::detail {
 
 thread_pool::thread_pool(const cufile::library& lib, unsigned threads, std::string_view who)
     : lib_(&lib), who_(who) {
-  threads_.reserve(threads);
+  workers_.reserve(threads);
+  idle_.reserve(threads);
   try {
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
-  } catch (...) {
-    {
+    for (unsigned i = 0; i < threads; ++i) {
+      workers_.push_back(std::make_unique<worker>());
+      worker* w = workers_.back().get();
+      w->t = std::thread([this, w, i] { run(*w, i); });
       std::lock_guard g(mu_);
-      stop_ = true;
+      idle_.push_back(i);
     }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
+  } catch (...) {
+    // No work was handed out: every started thread waits on its semaphore.
+    for (auto& w : workers_) {
+      if (!w->t.joinable()) continue;
+      w->j = nullptr;
+      w->wake.release();
+      w->t.join();
+    }
     throw;
   }
 }
@@ -39,26 +48,46 @@ thread_pool::~thread_pool() {
       j = n;
     }
     head_ = tail_ = nullptr;
+    // Idle threads are woken with nothing to do; busy ones see stop_ after their chunk.
+    for (unsigned k : idle_) {
+      workers_[k]->j = nullptr;
+      workers_[k]->wake.release();
+    }
+    idle_.clear();
   }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& w : workers_) w->t.join();
+}
+
+void thread_pool::claim(job*& j, std::size_t& i, std::shared_ptr<job>& hold) noexcept {
+  j = head_;
+  i = j->claimed++;
+  if (j->claimed == j->work.chunks.size()) {  // its last chunk: off the queue
+    head_ = j->next_queued;
+    if (head_ == nullptr) tail_ = nullptr;
+    j->next_queued = nullptr;
+    hold = std::move(j->keep);
+  } else {
+    hold = j->keep;  // a copy: the job outlives this chunk
+  }
 }
 
 void thread_pool::enqueue(const std::shared_ptr<job>& self) noexcept {
-  {
-    std::lock_guard g(mu_);
-    self->keep = self;  // a copy: no allocation
-    self->next_queued = nullptr;
-    if (tail_ != nullptr)
-      tail_->next_queued = self.get();
-    else
-      head_ = self.get();
-    tail_ = self.get();
-  }
-  if (self->work.chunks.size() > 1)
-    cv_.notify_all();
+  std::lock_guard g(mu_);
+  self->keep = self;  // a copy: no allocation
+  self->next_queued = nullptr;
+  if (tail_ != nullptr)
+    tail_->next_queued = self.get();
   else
-    cv_.notify_one();
+    head_ = self.get();
+  tail_ = self.get();
+  if (stop_) return;
+  // The threads that went idle last get the chunks: the top of the stack first.
+  while (!idle_.empty() && head_ != nullptr) {
+    worker& w = *workers_[idle_.back()];
+    idle_.pop_back();
+    claim(w.j, w.i, w.hold);
+    w.wake.release();  // the chunk is in the worker's slot: it runs without the lock
+  }
 }
 
 void thread_pool::withdraw(job& j) noexcept {
@@ -80,26 +109,41 @@ void thread_pool::withdraw(job& j) noexcept {
   }
 }
 
-void thread_pool::run() noexcept {
-  std::unique_lock lk(mu_);
+unsigned thread_pool::idle() const noexcept {
+  std::lock_guard g(mu_);
+  return static_cast<unsigned>(idle_.size());
+}
+
+void thread_pool::run(worker& w, unsigned self) noexcept {
   for (;;) {
-    cv_.wait(lk, [&] { return stop_ || head_ != nullptr; });
-    if (stop_) return;
-    job* j = head_;
-    const std::size_t i = j->claimed++;
-    std::shared_ptr<job> hold;
-    if (j->claimed == j->work.chunks.size()) {  // its last chunk: off the queue
-      head_ = j->next_queued;
-      if (head_ == nullptr) tail_ = nullptr;
-      j->next_queued = nullptr;
-      hold = std::move(j->keep);
-    } else {
-      hold = j->keep;  // a copy: the job outlives this chunk
+    w.wake.acquire();
+    job* j = w.j;
+    std::size_t i = w.i;
+    std::shared_ptr<job> hold = std::move(w.hold);
+    if (j == nullptr) return;  // stop
+    for (;;) {
+      execute(*j, i);
+      job* next = nullptr;
+      std::size_t ni = 0;
+      std::shared_ptr<job> next_hold;
+      bool quit = false;
+      {
+        std::lock_guard g(mu_);
+        if (stop_)
+          quit = true;
+        else if (head_ != nullptr)
+          claim(next, ni, next_hold);  // keep going while chunks are queued
+        else
+          idle_.push_back(self);  // before the chunk counts: the next post finds this thread
+      }
+      j->finished.fetch_add(1, std::memory_order_acq_rel);
+      hold.reset();
+      if (quit) return;
+      if (next == nullptr) break;
+      j = next;
+      i = ni;
+      hold = std::move(next_hold);
     }
-    lk.unlock();
-    execute(*j, i);
-    hold.reset();
-    lk.lock();
   }
 }
 
@@ -120,7 +164,6 @@ void thread_pool::execute(job& j, std::size_t i) noexcept {
       j.failed.store(true, std::memory_order_release);
     }
   }
-  j.finished.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace nixl::gds::detail
@@ -129,11 +172,24 @@ namespace nixl::gds_mt {
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
     : cfg_(cfg),
+      compat_(gds::resolve_compat(cfg.compat_mode)),
       state_(
           std::make_unique<gds::detail::shared_state>("GDS_MT", ctx.agent_name, cfg.cufile_path)),
       pool_(std::make_unique<gds::detail::thread_pool>(state_->lib(), cfg.thread_count, "GDS_MT")) {
-  log::info("GDS_MT backend ({}): {} threads, chunks of {} bytes, cuFile {}", ctx.agent_name,
-            cfg.thread_count, cfg.max_request_size, state_->lib().path);
+  if (compat_)
+    log::info(
+        "GDS_MT backend ({}): {} threads, cuFile compatibility mode: chunks of {} bytes (up to "
+        "{} for large requests), cuFile {}",
+        ctx.agent_name, cfg.thread_count, std::min(cfg.compat_chunk_size, cfg.max_request_size),
+        cfg.max_request_size, state_->lib().path);
+  else
+    log::info("GDS_MT backend ({}): {} threads, chunks of {} bytes, cuFile {}", ctx.agent_name,
+              cfg.thread_count, cfg.max_request_size, state_->lib().path);
+}
+
+std::size_t backend::chunk_size_for(std::size_t total) const noexcept {
+  return gds::chunk_size(compat_, cfg_.max_request_size, cfg_.compat_chunk_size,
+                         gds::max_compat_chunks, total);
 }
 
 backend::~backend() = default;
@@ -161,7 +217,9 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     raise(status::repost_active,
           "GDS_MT prepare: the request is still in flight; release it first");
   auto j = std::make_shared<gds::detail::job>();
-  j->work = gds::detail::make_plan("GDS_MT", op, local, remote, cfg_.max_request_size);
+  std::size_t total = 0;
+  for (const auto& d : local) total += d.len;
+  j->work = gds::detail::make_plan("GDS_MT", op, local, remote, chunk_size_for(total));
   req.job = std::move(j);
 }
 
@@ -223,6 +281,10 @@ std::vector<std::optional<nixl::params>> backend::query_memory(
 
 unsigned backend::thread_count() const noexcept {
   return pool_->threads();
+}
+
+unsigned backend::idle_threads() const noexcept {
+  return pool_->idle();
 }
 
 }  // namespace nixl::gds_mt

@@ -6,7 +6,10 @@
 //        (cuFileBufRegister fails), fail_open (cuFileDriverOpen fails), fail_io (the next I/O
 //        fails with EIO)
 //   get: driver_refs, handles, buffers, batches, submits, entries, max_entry, sync_calls,
-//        max_sync, in_flight, cancels, plus every knob
+//        max_sync, in_flight, max_in_flight (batch entries submitted and not finished, at
+//        most), cancels, sync_threads (distinct threads that made synchronous calls),
+//        max_sync_running (synchronous calls at once, at most), plus every knob; setting a
+//        counter sets it (sync_threads: 0 forgets the threads seen)
 
 #include <nixl/backends/gds/cufile.hpp>
 
@@ -15,6 +18,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,7 +36,10 @@ namespace {
 
 struct counters {
   std::atomic<long> driver_refs{0}, handles{0}, buffers{0}, batches{0}, submits{0}, entries{0},
-      max_entry{0}, sync_calls{0}, max_sync{0}, in_flight{0}, cancels{0};
+      max_entry{0}, sync_calls{0}, max_sync{0}, in_flight{0}, max_in_flight{0}, cancels{0},
+      sync_threads{0}, sync_running{0}, max_sync_running{0};
+  std::mutex threads_mu;
+  std::vector<std::thread::id> threads_seen;
   std::atomic<long> delay_us{0}, hang{0}, ignore_cancel{0}, refuse_buf{0}, fail_open{0}, fail_io{0};
 };
 counters& c() {
@@ -53,6 +60,9 @@ std::atomic<long>* knob(std::string_view k) {
   if (k == "max_sync") return &s.max_sync;
   if (k == "in_flight") return &s.in_flight;
   if (k == "cancels") return &s.cancels;
+  if (k == "max_in_flight") return &s.max_in_flight;
+  if (k == "sync_threads") return &s.sync_threads;
+  if (k == "max_sync_running") return &s.max_sync_running;
   if (k == "delay_us") return &s.delay_us;
   if (k == "hang") return &s.hang;
   if (k == "ignore_cancel") return &s.ignore_cancel;
@@ -75,6 +85,24 @@ constexpr CUfileError_t err(int e) {
 
 struct fake_handle {
   int fd;
+};
+
+/// Counts a synchronous call: its thread, and the calls running at once.
+struct sync_call {
+  sync_call() {
+    auto& k = c();
+    k.sync_calls.fetch_add(1);
+    raise_max(k.max_sync_running, k.sync_running.fetch_add(1) + 1);
+    std::lock_guard g(k.threads_mu);
+    const auto me = std::this_thread::get_id();
+    if (std::find(k.threads_seen.begin(), k.threads_seen.end(), me) == k.threads_seen.end()) {
+      k.threads_seen.push_back(me);
+      k.sync_threads.store(static_cast<long>(k.threads_seen.size()));
+    }
+  }
+  ~sync_call() { c().sync_running.fetch_sub(1); }
+  sync_call(const sync_call&) = delete;
+  sync_call& operator=(const sync_call&) = delete;
 };
 
 /// The whole of one I/O: pread/pwrite until done, end of file or an error.
@@ -167,6 +195,10 @@ __attribute__((visibility("default"))) long nixl_fake_cufile_get(const char* key
 }
 
 __attribute__((visibility("default"))) void nixl_fake_cufile_set(const char* key, long v) {
+  if (std::string_view(key) == "sync_threads") {
+    std::lock_guard g(c().threads_mu);
+    c().threads_seen.clear();
+  }
   if (auto* k = knob(key)) k->store(v);
 }
 
@@ -218,7 +250,7 @@ __attribute__((visibility("default"))) CUfileError_t cuFileBufDeregister(const v
 __attribute__((visibility("default"))) ssize_t cuFileRead(CUfileHandle_t fh, void* buf,
                                                           std::size_t n, off_t off, off_t boff) {
   if (fh == nullptr) return -CU_FILE_HANDLE_NOT_REGISTERED;
-  c().sync_calls.fetch_add(1);
+  const sync_call counted;
   raise_max(c().max_sync, static_cast<long>(n));
   return do_io(false, static_cast<fake_handle*>(fh)->fd, static_cast<char*>(buf) + boff, n, off);
 }
@@ -226,7 +258,7 @@ __attribute__((visibility("default"))) ssize_t cuFileRead(CUfileHandle_t fh, voi
 __attribute__((visibility("default"))) ssize_t cuFileWrite(CUfileHandle_t fh, const void* buf,
                                                            std::size_t n, off_t off, off_t boff) {
   if (fh == nullptr) return -CU_FILE_HANDLE_NOT_REGISTERED;
-  c().sync_calls.fetch_add(1);
+  const sync_call counted;
   raise_max(c().max_sync, static_cast<long>(n));
   return do_io(true, static_cast<fake_handle*>(fh)->fd,
                const_cast<char*>(static_cast<const char*>(buf)) + boff, n, off);
@@ -268,7 +300,7 @@ __attribute__((visibility("default"))) CUfileError_t cuFileBatchIOSubmit(CUfileB
   }
   c().submits.fetch_add(1);
   c().entries.fetch_add(nr);
-  c().in_flight.fetch_add(nr);
+  raise_max(c().max_in_flight, c().in_flight.fetch_add(nr) + static_cast<long>(nr));
   b->cv.notify_all();
   return ok;
 }

@@ -71,10 +71,12 @@ struct buffer {
   }
 };
 
-/// One backend's settings for a test: GDS or GDS_MT, over the library at `lib`.
+/// One backend's settings for a test: GDS or GDS_MT, over the library at `lib`; cuFile's
+/// compatibility mode off unless `extra` says otherwise, whatever the machine has.
 template <class B>
 nixl::params params_for(const std::string& lib, nixl::params extra = {}) {
   extra["cufile_path"] = lib;
+  extra.try_emplace("compat_mode", "false");
   return extra;
 }
 

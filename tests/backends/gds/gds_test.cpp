@@ -10,7 +10,9 @@
 #include <linux/magic.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -548,4 +550,358 @@ TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[
   for (auto& t : ts) t.join();
   for (int t = 0; t < threads; ++t) CHECK(ok[t] == 5);
   CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+}
+
+namespace {
+
+/// Sets an environment variable for a scope, and puts the old value back.
+struct env_guard {
+  std::string key;
+  std::optional<std::string> old;
+  env_guard(const char* k, const char* v) : key(k) {
+    if (const char* o = std::getenv(k)) old = o;
+    if (v != nullptr)
+      ::setenv(k, v, 1);
+    else
+      ::unsetenv(k);
+  }
+  ~env_guard() {
+    if (old)
+      ::setenv(key.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(key.c_str());
+  }
+  env_guard(const env_guard&) = delete;
+};
+
+constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+
+}  // namespace
+
+TEST_CASE("gds: compatibility mode: its detection and parameters", "[gds]") {
+  using nixl::gds::compat_setting;
+  using nixl::gds::resolve_compat;
+  scratch tmp;
+  const std::string present = tmp.dir.string();  // stands for /sys/module/nvidia_fs
+  const std::string absent = (tmp / "nvidia_fs").string();
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", nullptr);
+    CHECK(resolve_compat(compat_setting::on, present));
+    CHECK_FALSE(resolve_compat(compat_setting::off, absent));
+    CHECK_FALSE(resolve_compat(compat_setting::automatic, present));  // nvidia-fs loaded
+    CHECK(resolve_compat(compat_setting::automatic, absent));         // no nvidia-fs
+  }
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "0");
+    CHECK_FALSE(resolve_compat(compat_setting::automatic, absent));
+    CHECK(resolve_compat(compat_setting::on, absent));  // the parameter wins
+  }
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "true");
+    CHECK(resolve_compat(compat_setting::automatic, present));
+  }
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "auto");
+    CHECK_FALSE(resolve_compat(compat_setting::automatic, present));
+  }
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "maybe");
+    CHECK_THROWS_AS(resolve_compat(compat_setting::automatic, present), nixl::error);
+  }
+  // Parameters.
+  auto c = nixl::gds::config::from_params({});
+  CHECK(c.compat_mode == compat_setting::automatic);
+  CHECK(c.compat_chunk_size == 256 * KiB);
+  CHECK(c.max_inflight == 0);
+  CHECK(nixl::gds::config::from_params({{"compat_mode", "true"}}).compat_mode ==
+        compat_setting::on);
+  CHECK(nixl::gds::config::from_params({{"compat_mode", "off"}}).compat_mode ==
+        compat_setting::off);
+  CHECK(nixl::gds::config::from_params({{"compat_mode", "AUTO"}}).compat_mode ==
+        compat_setting::automatic);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"compat_mode", "perhaps"}}), nixl::error);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"compat_chunk_size", "100"}}), nixl::error);
+  CHECK(message([] {
+          (void)nixl::gds::config::from_params({{"compat_chunk_size", "5000"}});
+        }).find("multiple of 4096") != std::string::npos);
+  CHECK(nixl::gds::config::from_params({{"compat_chunk_size", "1048576"}}).compat_chunk_size ==
+        1 * MiB);
+  CHECK(nixl::gds::config::from_params({{"max_inflight", "32"}}).max_inflight == 32);
+  CHECK(nixl::gds_mt::config::from_params({{"compat_chunk_size", "65536"}}).compat_chunk_size ==
+        65536);
+  CHECK(gds_b::default_params().at("compat_mode") == "auto");
+  CHECK(gds_b::default_params().at("max_inflight") == "0");
+  CHECK(mt_b::default_params().at("compat_chunk_size") == std::to_string(256 * KiB));
+  // The backends resolve it at creation; the environment reaches them.
+  fake f;
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "1");
+    auto g = make<gds_b>(params_for<gds_b>(lib, {{"compat_mode", "auto"}}));
+    CHECK(g.compat_mode());
+    CHECK(g.inflight_cap() == 128);  // batch_limit
+    auto m = make<mt_b>(params_for<mt_b>(lib, {{"compat_mode", "auto"}}));
+    CHECK(m.compat_mode());
+  }
+  {
+    env_guard e("NIXL_GDS_COMPAT_MODE", "0");
+    auto g = make<gds_b>(params_for<gds_b>(lib, {{"compat_mode", "auto"}}));
+    CHECK_FALSE(g.compat_mode());
+    CHECK(g.inflight_cap() == 0);
+    CHECK(g.chunk_size_for(256 * MiB) == 16 * MiB);
+  }
+  auto g = make<gds_b>(params_for<gds_b>(lib, {{"compat_mode", "true"}, {"max_inflight", "32"}}));
+  CHECK(g.inflight_cap() == 32);
+  CHECK(g.chunk_size_for(16 * MiB) == 512 * KiB);  // 32 chunks at most
+}
+
+TEST_CASE("gds: the chunk size: compatibility mode, max_request_size, big requests", "[gds]") {
+  using nixl::gds::chunk_size;
+  // With nvidia-fs: max_request_size, whatever the request.
+  CHECK(chunk_size(false, 16 * MiB, 256 * KiB, 128, 1 * MiB) == 16 * MiB);
+  CHECK(chunk_size(false, 1 * MiB, 256 * KiB, 128, 1024 * MiB) == 1 * MiB);
+  // Compatibility mode: 256 KiB up to 128 chunks (32 MiB), then bigger chunks.
+  for (std::size_t total : {4 * KiB, 1 * MiB, 2 * MiB, 16 * MiB, 32 * MiB})
+    CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, total) == 256 * KiB);
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, 64 * MiB) == 512 * KiB);
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, 256 * MiB) == 2 * MiB);
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, 1024 * MiB) == 8 * MiB);
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, 4096 * MiB) == 16 * MiB);  // the most
+  // Grown chunks are whole pages, and the count stays within the aim.
+  const std::size_t odd = 100 * MiB + 1;
+  const std::size_t c = chunk_size(true, 16 * MiB, 256 * KiB, 128, odd);
+  CHECK(c % 4096 == 0);
+  CHECK((odd + c - 1) / c <= 128);
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 128, 32 * MiB + 1) > 256 * KiB);
+  // An explicit max_request_size stays the most, below the compatibility size and when grown.
+  CHECK(chunk_size(true, 64 * KiB, 256 * KiB, 128, 1 * MiB) == 64 * KiB);
+  CHECK(chunk_size(true, 1 * MiB, 256 * KiB, 128, 256 * MiB) == 1 * MiB);
+  CHECK(chunk_size(true, 1 * MiB, 256 * KiB, 128, 16 * MiB) == 256 * KiB);
+  // No aim: never grows.
+  CHECK(chunk_size(true, 16 * MiB, 256 * KiB, 0, 1024 * MiB) == 256 * KiB);
+}
+
+TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_size", "[gds]", gds_b,
+                   mt_b) {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "compat").c_str(), O_RDWR | O_CREAT, 0600));
+  struct point {
+    std::size_t max_request, compat_chunk, len, chunk;
+  };
+  // 256 KiB at 16 KiB: 16 chunks; at most max_request_size; 4 MiB at 4 KiB would be 1024
+  // chunks: grown to 32 KiB, 128 chunks.
+  const auto pt = GENERATE(point{16 * MiB, 16 * KiB, 256 * KiB, 16 * KiB},
+                           point{8 * KiB, 16 * KiB, 256 * KiB, 8 * KiB},
+                           point{16 * MiB, 4 * KiB, 4 * MiB, 32 * KiB});
+  nixl::params extra{{"compat_mode", "true"},
+                     {"max_request_size", std::to_string(pt.max_request)},
+                     {"compat_chunk_size", std::to_string(pt.compat_chunk)}};
+  if constexpr (std::is_same_v<TestType, mt_b>) extra["thread_count"] = "4";
+  auto b = make<TestType>(p<TestType>(extra));
+  CHECK(b.compat_mode());
+  CHECK(b.chunk_size_for(pt.len) == pt.chunk);
+  buffer src(pt.len), dst(pt.len);
+  src.fill(static_cast<std::uint32_t>(pt.len + pt.chunk));
+  const long entries0 = f.get("entries"), sync0 = f.get("sync_calls");
+  f.set("max_entry", 0);
+  f.set("max_sync", 0);
+  {
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, pt.len}}) == nixl::status::success);
+  }
+  {
+    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, pt.len}}) == nixl::status::success);
+  }
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  const bool batch = std::is_same_v<TestType, gds_b>;
+  const long moved = batch ? f.get("entries") - entries0 : f.get("sync_calls") - sync0;
+  CHECK(moved == static_cast<long>(2 * (pt.len / pt.chunk)));
+  CHECK((batch ? f.get("max_entry") : f.get("max_sync")) == static_cast<long>(pt.chunk));
+}
+
+TEST_CASE("gds: a request keeps at most max_inflight batch entries in flight", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "inflight").c_str(), O_RDWR | O_CREAT, 0600));
+  constexpr std::size_t count = 1000, len = 4096;
+  buffer src(count * len), dst(count * len);
+  src.fill(44);
+  const auto pieces = scattered(count, len);
+  auto run_both = [&](gds_b& b) {
+    {
+      rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+      REQUIRE(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
+    }
+    std::memset(dst.p, 0, dst.n);
+    {
+      rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+      REQUIRE(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
+    }
+    CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+    CHECK(b.free_batches() == b.pool_size());
+    CHECK(f.get("in_flight") == 0);
+  };
+  // max_request_size keeps the 1000 descriptors at one chunk each: 1000 entries.
+  nixl::params base{{"compat_mode", "true"}, {"max_request_size", "4096"}};
+  f.set("delay_us", 20);
+  SECTION("compatibility mode: batch_limit (128) entries at most") {
+    auto b = make<gds_b>(p<gds_b>(base));
+    REQUIRE(b.inflight_cap() == 128);
+    f.set("max_in_flight", 0);
+    const long entries0 = f.get("entries");
+    run_both(b);
+    CHECK(f.get("entries") - entries0 == static_cast<long>(2 * count));
+    CHECK(f.get("max_in_flight") <= 128);
+    CHECK(f.get("max_in_flight") >= 1);
+  }
+  SECTION("an explicit max_inflight") {
+    base["max_inflight"] = "10";
+    auto b = make<gds_b>(p<gds_b>(base));
+    f.set("max_in_flight", 0);
+    run_both(b);
+    CHECK(f.get("max_in_flight") <= 10);
+  }
+  SECTION("with nvidia-fs: no cap, every free handle is used") {
+    base["compat_mode"] = "false";
+    auto b = make<gds_b>(p<gds_b>(base));
+    REQUIRE(b.inflight_cap() == 0);
+    f.set("max_in_flight", 0);
+    run_both(b);
+    CHECK(f.get("max_in_flight") > 128);
+  }
+  SECTION("release while capped: the batches are canceled, the handles return") {
+    auto b = make<gds_b>(p<gds_b>(base));
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    gds_b::request q;
+    r.prepare(q, nixl::xfer_op::write, pieces);
+    f.set("hang", 1);
+    f.set("max_in_flight", 0);
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    CHECK(b.check(q) == nixl::status::in_progress);
+    CHECK(f.get("max_in_flight") <= 128);
+    CHECK(b.release(q) == nixl::status::success);
+    f.set("hang", 0);
+    CHECK(f.get("in_flight") == 0);
+    CHECK(b.free_batches() == b.pool_size());
+    CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);  // posted again
+    CHECK(b.release(q) == nixl::status::success);
+  }
+}
+
+TEST_CASE("gds: GDS_MT hands each chunk to the thread that went idle last", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "lifo").c_str(), O_RDWR | O_CREAT, 0600));
+  auto b = make<mt_b>(p<mt_b>({{"thread_count", "8"}, {"max_request_size", "4096"}}));
+  buffer src(64 * 1024);
+  src.fill(8);
+  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  CHECK(b.idle_threads() == 8);
+  SECTION("one chunk per request: always the same thread") {
+    f.set("sync_threads", 0);
+    for (int i = 0; i < 100; ++i)
+      REQUIRE(r.run(i % 2 == 0 ? nixl::xfer_op::write : nixl::xfer_op::read, {{0, 0, 4096}}) ==
+              nixl::status::success);
+    CHECK(f.get("sync_threads") == 1);
+  }
+  SECTION("four chunks per request: the same four threads, side by side") {
+    f.set("sync_threads", 0);
+    f.set("max_sync_running", 0);
+    f.set("delay_us", 2000);
+    for (int i = 0; i < 20; ++i)
+      REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, 4 * 4096}}) == nixl::status::success);
+    CHECK(f.get("sync_threads") == 4);
+    CHECK(f.get("max_sync_running") >= 2);
+    CHECK(f.get("max_sync_running") <= 4);
+  }
+  CHECK(b.idle_threads() == 8);  // a finished request leaves every thread idle
+}
+
+TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "many").c_str(), O_RDWR | O_CREAT, 0600));
+  constexpr std::size_t count = 1000, len = 4096;
+  buffer src(count * len), dst(count * len);
+  src.fill(77);
+  auto b = make<mt_b>(p<mt_b>({{"thread_count", "2"}, {"max_request_size", "4096"}}));
+  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  const auto many = pieces_of<mt_b>(scattered(count, len));
+  SECTION("a request released while queued never runs; those ahead of it finish") {
+    mt_b::request a, c, q;
+    r.prepare(a, nixl::xfer_op::write, {{0, 0, 4 * len}});              // 4 chunks
+    r.prepare(c, nixl::xfer_op::write, {{4 * len, 4 * len, 4 * len}});  // 4 chunks
+    r.prepare(q, nixl::xfer_op::write, many);                           // 1000 chunks
+    f.set("delay_us", 20'000);
+    const long calls0 = f.get("sync_calls");
+    CHECK(b.post(a, std::nullopt) == nixl::status::in_progress);
+    CHECK(b.post(c, std::nullopt) == nixl::status::in_progress);
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(b.release(q) == nixl::status::success);  // still queued behind a and c
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+    CHECK(b.check(q) == nixl::status::not_posted);
+    CHECK(wait(b, a, nixl::status::in_progress) == nixl::status::success);
+    CHECK(wait(b, c, nixl::status::in_progress) == nixl::status::success);
+    CHECK(f.get("sync_calls") - calls0 == 8);  // none of the 1000
+    CHECK(b.release(a) == nixl::status::success);
+    CHECK(b.release(c) == nixl::status::success);
+  }
+  SECTION("a request of 1000 descriptors released in flight stops, bounded") {
+    mt_b::request q;
+    r.prepare(q, nixl::xfer_op::write, many);
+    f.set("delay_us", 1000);
+    const long calls0 = f.get("sync_calls");
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(b.release(q) == nixl::status::success);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+    const long calls = f.get("sync_calls") - calls0;
+    CHECK(calls >= 1);
+    CHECK(calls < static_cast<long>(count));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(f.get("sync_calls") - calls0 == calls);  // nothing ran after the release
+    CHECK(b.idle_threads() == 2);
+  }
+  SECTION("1000 descriptors, then many small requests at once, all finish") {
+    REQUIRE(r.run(nixl::xfer_op::write, many) == nixl::status::success);
+    rig<mt_b> back(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    std::vector<mt_b::request> qs(50);
+    for (std::size_t i = 0; i < qs.size(); ++i)
+      back.prepare(qs[i], nixl::xfer_op::read, {{many[i].mem_off, many[i].file_off, len}});
+    for (auto& q : qs) CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    for (auto& q : qs) CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
+    for (auto& q : qs) CHECK(b.release(q) == nixl::status::success);
+    CHECK(std::memcmp(src.p, dst.p, qs.size() * len) == 0);
+    REQUIRE(back.run(nixl::xfer_op::read, many) == nixl::status::success);
+    CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  }
+}
+
+TEST_CASE("gds: DRAM moved synchronously keeps max_request_size in compatibility mode", "[gds]") {
+  fake f;
+  scratch tmp;
+  fd_guard fd(::open((tmp / "dram").c_str(), O_RDWR | O_CREAT, 0600));
+  // dram_batch false (the default): post() moves DRAM chunks one after the other itself.
+  auto b = make<gds_b>(params_for<gds_b>(
+      lib,
+      {{"compat_mode", "true"}, {"compat_chunk_size", "16384"}, {"max_request_size", "131072"}}));
+  buffer src(256 * KiB), dst(256 * KiB);
+  src.fill(12);
+  const long calls0 = f.get("sync_calls"), submits0 = f.get("submits");
+  f.set("max_sync", 0);
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, 256 * KiB}}) == nixl::status::success);
+  }
+  {
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
+  }
+  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(f.get("sync_calls") - calls0 == 4);  // 2 chunks of 128 KiB each way, not 16 of 16 KiB
+  CHECK(f.get("max_sync") == static_cast<long>(128 * KiB));
+  CHECK(f.get("submits") == submits0);
 }

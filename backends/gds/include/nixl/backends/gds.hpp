@@ -4,10 +4,12 @@
 ///
 /// cuFile is loaded at run time (libcufile.so.0; `cufile_path` or `$NIXL_CUFILE_PATH` name
 /// another); without it creating the backend throws "libcufile not found". Descriptors are cut
-/// into chunks of at most `max_request_size` bytes, which a request submits on cuFile batch
-/// handles of `batch_limit` entries taken from a pool of `batch_pool_size`: as many as it needs
-/// and are free, reusing them as batches complete. A post that finds no handle free returns
-/// `status::backend` at once ("batch pool exhausted" in the log), never waits.
+/// into chunks of at most `max_request_size` bytes (in cuFile's compatibility mode smaller ones,
+/// `compat_chunk_size`: config.hpp), which a request submits on cuFile batch handles of
+/// `batch_limit` entries taken from a pool of `batch_pool_size`: as many as it needs and are
+/// free, reusing them as batches complete, with at most `max_inflight` entries in flight. A post
+/// that finds no handle free returns `status::backend` at once ("batch pool exhausted" in the
+/// log), never waits.
 ///
 /// FILE registration: the file descriptor as `dev`, or NIXL's path mode in `meta`,
 /// `"<ro|rw>[,direct][,sync][,noatime][,create]:<path>"` (opened here, closed at
@@ -109,10 +111,16 @@ class backend {
   /// descriptor `dev`), or nullopt when it does not exist.
   std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
 
+  /// Batch entries one request keeps in flight at most (0: no cap), `max_inflight` resolved.
+  unsigned inflight_cap() const noexcept { return inflight_cap_; }
   /// Batch handles in the pool, and how many are free now.
   unsigned pool_size() const noexcept;
   std::size_t free_batches() const noexcept;
   const config& settings() const noexcept { return cfg_; }
+  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
+  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
+  bool compat_mode() const noexcept { return compat_; }
+  std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   nixl::status fail(request& req) noexcept;
@@ -121,7 +129,11 @@ class backend {
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;
 
+  std::size_t slots_wanted(std::size_t chunks) const noexcept;
+
   config cfg_;
+  bool compat_ = false;
+  unsigned inflight_cap_ = 0;
   std::unique_ptr<detail::shared_state> state_;
   std::unique_ptr<detail::batch_pool> pool_;
 };

@@ -2,10 +2,11 @@
 /// The GDS_MT backend (NIXL name "GDS_MT"): DRAM and VRAM <-> FILE on this host through
 /// synchronous cuFileRead/cuFileWrite calls on a pool of `thread_count` threads. Local only.
 ///
-/// Registration, path mode, chunking at `max_request_size` and the library lookup are those of
-/// GDS (gds.hpp). Each chunk is one synchronous call; a short count is an error. Releasing a
-/// request in flight drops its chunks not started and waits at most `cancel_timeout` for those
-/// running; past it the release answers `repost_active` and the chunks finish on their own.
+/// Registration, path mode, chunking (`max_request_size`, `compat_chunk_size`) and the library
+/// lookup are those of GDS (gds.hpp). Chunks go to the threads that went idle last. Each chunk
+/// is one synchronous call; a short count is an error. Releasing a request in flight drops its
+/// chunks not started and waits at most `cancel_timeout` for those running; past it the release
+/// answers `repost_active` and the chunks finish on their own.
 
 #include <memory>
 #include <optional>
@@ -77,10 +78,17 @@ class backend {
   std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
 
   unsigned thread_count() const noexcept;
+  /// Threads waiting for work now.
+  unsigned idle_threads() const noexcept;
   const config& settings() const noexcept { return cfg_; }
+  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
+  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
+  bool compat_mode() const noexcept { return compat_; }
+  std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   config cfg_;
+  bool compat_ = false;
   std::unique_ptr<gds::detail::shared_state> state_;
   std::unique_ptr<gds::detail::thread_pool> pool_;
 };

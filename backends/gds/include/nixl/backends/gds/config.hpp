@@ -4,21 +4,54 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include <nixl/memory.hpp>
 
 namespace nixl::gds {
+
+/// Whether cuFile runs in compatibility mode (POSIX I/O through its bounce buffers, without the
+/// nvidia-fs kernel module): `automatic` asks `$NIXL_GDS_COMPAT_MODE` (a boolean) and, without
+/// it, looks for the module (`resolve_compat`).
+enum class compat_setting : unsigned char { automatic, on, off };
+/// "auto", "true" or "false".
+std::string to_string(compat_setting s);
+
+/// Where the nvidia-fs kernel module shows when it is loaded.
+inline constexpr std::string_view nvidia_fs_module_dir = "/sys/module/nvidia_fs";
+/// In compatibility mode: the most chunks the chunk size aims at for one request (it grows past
+/// `compat_chunk_size`, never past `max_request_size`, to stay within them).
+inline constexpr std::size_t max_compat_chunks = 128;
+
+/// on: true; off: false; automatic: `$NIXL_GDS_COMPAT_MODE` when set and not "auto" (a
+/// boolean; throws `nixl::error(invalid_param)` for another value), else true when
+/// `module_dir` does not exist (no nvidia-fs: cuFile can only work in compatibility mode).
+bool resolve_compat(compat_setting s, std::string_view module_dir = nvidia_fs_module_dir);
+
+/// The chunk size for a request of `total` bytes: `max_request` outside compatibility mode;
+/// in it, `compat_chunk` (at most `max_request`), grown to `total / max_chunks` rounded up to
+/// 4 KiB when that is more, but never past `max_request`.
+std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_chunk,
+                       std::size_t max_chunks, std::size_t total) noexcept;
 
 /// GDS (the cuFile batch API):
 ///  - `batch_pool_size` (16): cuFile batch handles set up at start; a request holds one or more
 ///    while in flight.
 ///  - `batch_limit` (128): entries per batch handle.
 ///  - `max_request_size` (16 MiB): descriptors are cut into chunks of at most this many bytes.
+///  - `compat_mode` ("auto"; or a boolean): cuFile's compatibility mode, see `compat_setting`.
+///    In compatibility mode chunks are `compat_chunk_size` (256 KiB), never more than
+///    `max_request_size`, and grow (up to `max_request_size`) so that a request has at most
+///    `max_inflight` of them (docs/gds.md, "Chunk size").
+///  - `max_inflight` (0: automatic): batch entries one request keeps in flight; 0 is
+///    `batch_limit` in compatibility mode (cuFile blocks for good when the entries in flight
+///    outnumber its POSIX bounce buffers) and no cap with nvidia-fs.
 ///  - `dram_batch` (false): DRAM chunks go through the batch API too. By default they are moved
 ///    with synchronous cuFileRead/cuFileWrite calls inside post(), and only VRAM chunks use the
 ///    batch API: in compatibility mode, host memory through the batch API gave wrong data on
 ///    libcufile 1.15 (docs/gds.md).
 /// Both backends also take:
+///  - `compat_mode`, `compat_chunk_size`: as above.
 ///  - `cufile_path` (""): the cuFile library to load; empty: `$NIXL_CUFILE_PATH`, else
 ///    "libcufile.so.0".
 ///  - `cancel_timeout_ms` (5000): how long releasing a request in flight waits for cuFile to
@@ -27,6 +60,9 @@ struct config {
   unsigned batch_pool_size = 16;
   unsigned batch_limit = 128;
   std::size_t max_request_size = std::size_t{16} << 20;
+  compat_setting compat_mode = compat_setting::automatic;
+  std::size_t compat_chunk_size = std::size_t{256} << 10;
+  unsigned max_inflight = 0;
   bool dram_batch = false;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
@@ -43,10 +79,14 @@ namespace nixl::gds_mt {
 /// GDS_MT (synchronous cuFileRead/cuFileWrite on a pool of threads):
 ///  - `thread_count` (hardware threads / 2, at least 1): the pool's threads (NIXL's Python
 ///    `nixl_agent_config(num_threads=N)` sets it).
-///  - `max_request_size` (16 MiB), `cufile_path`, `cancel_timeout_ms`: as for GDS.
+///  - `max_request_size` (16 MiB), `compat_mode`, `compat_chunk_size` (256 KiB), `cufile_path`,
+///    `cancel_timeout_ms`: as for GDS; in compatibility mode the chunks of one request grow so
+///    that there are at most `gds::max_compat_chunks` (128) of them.
 struct config {
   unsigned thread_count = default_threads();
   std::size_t max_request_size = std::size_t{16} << 20;
+  gds::compat_setting compat_mode = gds::compat_setting::automatic;
+  std::size_t compat_chunk_size = std::size_t{256} << 10;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
 

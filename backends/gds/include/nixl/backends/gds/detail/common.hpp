@@ -121,21 +121,24 @@ bool vram_built() noexcept;
 /// Logs a failed chunk: "GDS: read of N bytes at file offset X (descriptor d) failed: ...".
 void report_chunk(std::string_view who, bool write, const chunk& c, long long ret) noexcept;
 
-/// Cuts descriptor pairs into chunks. `who` names the backend in messages. Throws
+/// Cuts descriptor pairs into chunks of at most `max_request` bytes (DRAM ones at most
+/// `max_dram` when that is not 0). `who` names the backend in messages. Throws
 /// `nixl::error(invalid_param)` for a pair that is not memory <-> file, different lengths,
 /// mixed directions or a deregistered file.
 template <class Region, class Remote>
 plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Region>> local,
-               std::span<const bound_desc<Remote>> remote, std::size_t max_request) {
+               std::span<const bound_desc<Remote>> remote, std::size_t max_request,
+               std::size_t max_dram = 0) {
   if (local.size() != remote.size())
     raise(status::invalid_param,
           "{} prepare: {} local and {} remote descriptors; give both the same count", who,
           local.size(), remote.size());
   if (max_request == 0) max_request = 1;
+  if (max_dram == 0) max_dram = max_request;
+  const std::size_t smallest = std::min(max_request, max_dram);
   plan p;
   std::size_t total = 0;
-  for (std::size_t i = 0; i < local.size(); ++i)
-    total += (local[i].len + max_request - 1) / max_request;
+  for (std::size_t i = 0; i < local.size(); ++i) total += (local[i].len + smallest - 1) / smallest;
   p.chunks.reserve(total);
   std::optional<bool> write;
   for (std::size_t i = 0; i < local.size(); ++i) {
@@ -174,8 +177,9 @@ plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Regi
     if (fil.addr > static_cast<std::uint64_t>(LLONG_MAX) - fil.len)
       raise(status::invalid_param, "{} prepare: descriptor {}: file offset {} is out of range", who,
             i, fil.addr);
-    for (std::size_t off = 0; off < mem.len; off += max_request) {
-      const std::size_t n = std::min(max_request, mem.len - off);
+    const std::size_t step = device >= 0 ? max_request : max_dram;
+    for (std::size_t off = 0; off < mem.len; off += step) {
+      const std::size_t n = std::min(step, mem.len - off);
       const std::uintptr_t at = mem.addr + off;
       const bool in_reg = reg != nullptr && at >= reg_base;
       p.chunks.push_back(chunk{reinterpret_cast<void*>(in_reg ? reg_base : at),

@@ -4,10 +4,10 @@
 /// a release that gives up waiting leaves nothing dangling.
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -31,7 +31,10 @@ struct job {
   std::shared_ptr<job> keep;   // the queue's reference while queued
 };
 
-/// Threads taking chunks off queued jobs, front job first.
+/// Threads taking chunks off queued jobs, front job first. Idle threads wait on a stack: a
+/// posted chunk goes to the thread that went idle last (its cuFile state and caches are warm),
+/// and a thread that finishes a chunk takes the next queued one before it goes idle, so that a
+/// stream of one-chunk requests runs on one thread rather than on each thread in turn.
 class thread_pool {
  public:
   thread_pool(const cufile::library& lib, unsigned threads, std::string_view who);
@@ -39,24 +42,37 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  /// Queues `j` (whose shared_ptr is `self`); allocates nothing.
+  /// Queues `j` (whose shared_ptr is `self`) and hands its chunks to idle threads; allocates
+  /// nothing.
   void enqueue(const std::shared_ptr<job>& self) noexcept;
   /// Takes `j` off the queue if it is still there; its unclaimed chunks count as finished.
   void withdraw(job& j) noexcept;
-  unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
+  unsigned threads() const noexcept { return static_cast<unsigned>(workers_.size()); }
+  /// Threads waiting for work now (for tests).
+  unsigned idle() const noexcept;
 
  private:
-  void run() noexcept;
+  /// One thread and the chunk handed to it while it waited.
+  struct worker {
+    std::binary_semaphore wake{0};
+    job* j = nullptr;  // nullptr when woken: stop
+    std::size_t i = 0;
+    std::shared_ptr<job> hold;
+    std::thread t;
+  };
+  /// Claims the next chunk of the front job (under `mu_`; the queue is not empty).
+  void claim(job*& j, std::size_t& i, std::shared_ptr<job>& hold) noexcept;
+  void run(worker& w, unsigned self) noexcept;
   void execute(job& j, std::size_t i) noexcept;
 
   const cufile::library* lib_;
   std::string who_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::mutex mu_;
   job* head_ = nullptr;
   job* tail_ = nullptr;
   bool stop_ = false;
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  std::vector<unsigned> idle_;  // a stack: the last one pushed is woken first
 };
 
 }  // namespace nixl::gds::detail

@@ -109,7 +109,9 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx)
 
 std::size_t backend::chunk_size_for(std::size_t total) const noexcept {
   return chunk_size(compat_, cfg_.max_request_size, cfg_.compat_chunk_size,
-                    inflight_cap_ != 0 ? inflight_cap_ : max_compat_chunks, total);
+                    std::min<std::size_t>(inflight_cap_ != 0 ? inflight_cap_ : max_compat_chunks,
+                                          batch_compat_chunks),
+                    total);
 }
 
 std::size_t backend::slots_wanted(std::size_t chunks) const noexcept {

@@ -631,7 +631,7 @@ TEST_CASE("gds: compatibility mode: its detection and parameters", "[gds]") {
         65536);
   CHECK(gds_b::default_params().at("compat_mode") == "auto");
   CHECK(gds_b::default_params().at("max_inflight") == "0");
-  CHECK(mt_b::default_params().at("compat_chunk_size") == std::to_string(256 * KiB));
+  CHECK(mt_b::default_params().at("compat_chunk_size") == std::to_string(1 * MiB));
   // The backends resolve it at creation; the environment reaches them.
   fake f;
   {
@@ -651,7 +651,10 @@ TEST_CASE("gds: compatibility mode: its detection and parameters", "[gds]") {
   }
   auto g = make<gds_b>(params_for<gds_b>(lib, {{"compat_mode", "true"}, {"max_inflight", "32"}}));
   CHECK(g.inflight_cap() == 32);
-  CHECK(g.chunk_size_for(16 * MiB) == 512 * KiB);  // 32 chunks at most
+  CHECK(g.chunk_size_for(16 * MiB) == 1 * MiB);  // 16 chunks at most (batch_compat_chunks)
+  CHECK(g.chunk_size_for(4 * MiB) == 256 * KiB);
+  auto g8 = make<gds_b>(params_for<gds_b>(lib, {{"compat_mode", "true"}, {"max_inflight", "8"}}));
+  CHECK(g8.chunk_size_for(16 * MiB) == 2 * MiB);  // the lower of the two aims
 }
 
 TEST_CASE("gds: the chunk size: compatibility mode, max_request_size, big requests", "[gds]") {
@@ -686,13 +689,15 @@ TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_siz
   scratch tmp;
   fd_guard fd(::open((tmp / "compat").c_str(), O_RDWR | O_CREAT, 0600));
   struct point {
-    std::size_t max_request, compat_chunk, len, chunk;
+    std::size_t max_request, compat_chunk, len, chunk, batch_chunk;
   };
   // 256 KiB at 16 KiB: 16 chunks; at most max_request_size; 4 MiB at 4 KiB would be 1024
-  // chunks: grown to 32 KiB, 128 chunks.
-  const auto pt = GENERATE(point{16 * MiB, 16 * KiB, 256 * KiB, 16 * KiB},
-                           point{8 * KiB, 16 * KiB, 256 * KiB, 8 * KiB},
-                           point{16 * MiB, 4 * KiB, 4 * MiB, 32 * KiB});
+  // chunks: grown to 32 KiB, 128 chunks (GDS_MT), or to 256 KiB, 16 chunks (GDS).
+  const auto pt0 = GENERATE(point{16 * MiB, 16 * KiB, 256 * KiB, 16 * KiB, 16 * KiB},
+                            point{8 * KiB, 16 * KiB, 256 * KiB, 8 * KiB, 8 * KiB},
+                            point{16 * MiB, 4 * KiB, 4 * MiB, 32 * KiB, 256 * KiB});
+  auto pt = pt0;
+  if constexpr (std::is_same_v<TestType, gds_b>) pt.chunk = pt.batch_chunk;
   nixl::params extra{{"compat_mode", "true"},
                      {"max_request_size", std::to_string(pt.max_request)},
                      {"compat_chunk_size", std::to_string(pt.compat_chunk)}};

@@ -22,6 +22,11 @@ inline constexpr std::string_view nvidia_fs_module_dir = "/sys/module/nvidia_fs"
 /// In compatibility mode: the most chunks the chunk size aims at for one request (it grows past
 /// `compat_chunk_size`, never past `max_request_size`, to stay within them).
 inline constexpr std::size_t max_compat_chunks = 128;
+/// GDS (batch API) in compatibility mode aims lower: cuFile's POSIX path serves a batch's
+/// entries from a pool of its own, which larger entries keep busy with fewer submissions
+/// (measured on the H200: 16 MiB READ at 0.90x of the direct call with 64 entries of 256 KiB,
+/// 1.33x with 16 of 1 MiB).
+inline constexpr std::size_t batch_compat_chunks = 16;
 
 /// on: true; off: false; automatic: `$NIXL_GDS_COMPAT_MODE` when set and not "auto" (a
 /// boolean; throws `nixl::error(invalid_param)` for another value), else true when
@@ -79,14 +84,14 @@ namespace nixl::gds_mt {
 /// GDS_MT (synchronous cuFileRead/cuFileWrite on a pool of threads):
 ///  - `thread_count` (hardware threads / 2, at least 1): the pool's threads (NIXL's Python
 ///    `nixl_agent_config(num_threads=N)` sets it).
-///  - `max_request_size` (16 MiB), `compat_mode`, `compat_chunk_size` (256 KiB), `cufile_path`,
+///  - `max_request_size` (16 MiB), `compat_mode`, `compat_chunk_size` (1 MiB), `cufile_path`,
 ///    `cancel_timeout_ms`: as for GDS; in compatibility mode the chunks of one request grow so
 ///    that there are at most `gds::max_compat_chunks` (128) of them.
 struct config {
   unsigned thread_count = default_threads();
   std::size_t max_request_size = std::size_t{16} << 20;
   gds::compat_setting compat_mode = gds::compat_setting::automatic;
-  std::size_t compat_chunk_size = std::size_t{256} << 10;
+  std::size_t compat_chunk_size = std::size_t{1} << 20;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
 

@@ -35,7 +35,9 @@ static_assert(nixl::querying_backend<backend>);
 static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
 static_assert(nixl::backend_for<backend, nixl::object_t, nixl::dram_t>);
 static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::object_t, nixl::vram_t>);
+static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
 static_assert(!nixl::remote_backend<backend>);
 
 }  // namespace nixl::obj

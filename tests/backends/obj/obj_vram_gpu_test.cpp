@@ -55,6 +55,9 @@ struct gpu_buf {
   void put(const std::vector<std::byte>& v) {
     REQUIRE(v.size() <= n);
     must(cudaMemcpy(p, v.data(), v.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    // From pageable memory the copy may still be under way when cudaMemcpy returns; the
+    // backend's stream does not wait for the legacy stream.
+    must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<std::byte> get() const {
     std::vector<std::byte> v(n);

@@ -22,10 +22,11 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = void*;
 using CUstream = void*;
 constexpr CUresult cuda_success = 0;
-constexpr CUresult cuda_not_ready = 600;  // CUDA_ERROR_NOT_READY
-constexpr int attr_memory_type = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int attr_device_ordinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-constexpr unsigned memtype_host = 1;      // CU_MEMORYTYPE_HOST
+constexpr CUresult cuda_deinitialized = 4;  // CUDA_ERROR_DEINITIALIZED
+constexpr CUresult cuda_not_ready = 600;    // CUDA_ERROR_NOT_READY
+constexpr int attr_memory_type = 2;         // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int attr_device_ordinal = 9;      // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+constexpr unsigned memtype_host = 1;        // CU_MEMORYTYPE_HOST
 constexpr unsigned host_alloc_portable = 1;
 constexpr unsigned stream_non_blocking = 1;
 constexpr std::size_t grain = 4096;
@@ -193,10 +194,12 @@ gpu_stage::gpu_stage(std::string_view who, std::size_t pool_bytes, std::size_t l
       copy_timeout_(copy_timeout) {}
 
 gpu_stage::~gpu_stage() {
-  if (pool_ != nullptr && drv_ != nullptr) {
-    const CUresult r = drv_->host_free(pool_);
-    if (r != cuda_success) log::warn("{}: cuMemFreeHost: {}", who_, drv_->what(r));
-  }
+  if (pool_ == nullptr || drv_ == nullptr) return;
+  ctx_scope cs(*drv_, pool_ctx_);
+  const CUresult r = drv_->host_free(pool_);
+  // At process exit the driver may have gone first (CUDA_ERROR_DEINITIALIZED): nothing to free.
+  if (r != cuda_success && r != cuda_deinitialized)
+    log::warn("{}: cuMemFreeHost: {}", who_, drv_->what(r));
 }
 
 int gpu_stage::attach(std::uintptr_t addr, std::size_t len, std::uint64_t dev_hint) {
@@ -253,6 +256,7 @@ int gpu_stage::attach(std::uintptr_t addr, std::size_t len, std::uint64_t dev_hi
             "(vram_staging_bytes): {}",
             who_, pool_bytes_, d.what(e));
     pool_ = static_cast<std::byte*>(p);
+    pool_ctx_ = r->ctx;
     free_.clear();
     free_.emplace(0, pool_bytes_);
     drv_ = &d;

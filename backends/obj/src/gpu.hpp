@@ -68,6 +68,7 @@ class gpu_stage {
   cuda_driver* drv_ = nullptr;
   std::mutex mu_;              // pool creation
   std::byte* pool_ = nullptr;  // pinned (cuMemHostAlloc, portable)
+  void* pool_ctx_ = nullptr;   // the context it was allocated in
   // Engine thread only: free ranges of the pool, offset -> length.
   std::map<std::size_t, std::size_t> free_;
   std::size_t in_use_ = 0, lost_ = 0;

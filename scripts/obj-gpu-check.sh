@@ -51,7 +51,8 @@ cd "$BUILD/b/tests/backends/obj" || exit 1
 ./nixl_obj_fake_cuda_tests '[fakecuda]' -d yes >"$OUT/fake-cuda-tests.log" 2>&1 || rc=1
 for f in gpu-tests fake-cuda-tests; do
   echo "== $f"
-  grep -E "SKIPPED|^[0-9.]+ s: |test cases|All tests passed" "$OUT/$f.log" | tail -20
+  grep -E "SKIPPED|^[0-9.]+ s: |obj-gpu timing|test cases|All tests passed" "$OUT/$f.log" |
+    tail -40
   if grep -q "SKIPPED" "$OUT/$f.log"; then rc=1; fi
 done
 exit $rc

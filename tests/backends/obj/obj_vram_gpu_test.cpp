@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -138,17 +140,29 @@ void round_trips() {
     src.put(data);
     r.vram(src);
     r.vram(dst);
+    const auto t0 = std::chrono::steady_clock::now();
     auto w = r.vrequest(nixl::xfer_op::write, src, {{0, devs[i], 0, sizes[i]}});
     REQUIRE(run(w) == nixl::status::success);
+    const auto t1 = std::chrono::steady_clock::now();
     auto rd = r.vrequest(nixl::xfer_op::read, dst, {{0, devs[i], 0, sizes[i]}});
     REQUIRE(run(rd) == nixl::status::success);
+    const auto t2 = std::chrono::steady_clock::now();
     CHECK(dst.get() == data);
     // What the store holds, read into DRAM.
     std::vector<std::byte> host(sizes[i]);
     r.memory(host);
+    const auto t3 = std::chrono::steady_clock::now();
     auto rh = r.request(nixl::xfer_op::read, host, {{0, devs[i], 0, sizes[i]}});
     REQUIRE(run(rh) == nixl::status::success);
+    const auto t4 = std::chrono::steady_clock::now();
     CHECK(host == data);
+    // Times of one run against a local Node server (not a benchmark: the server dominates).
+    auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::printf(
+        "obj-gpu timing: %s pool %s, %zu B: VRAM write %.1f ms, VRAM read %.1f ms, "
+        "DRAM read %.1f ms\n",
+        std::string(K::backend::name).c_str(), pool.empty() ? "default" : pool.c_str(), sizes[i],
+        ms(t1 - t0), ms(t2 - t1), ms(t4 - t3));
   }
 }
 

@@ -38,8 +38,11 @@ bool inside(const std::map<std::uintptr_t, std::size_t>& m, std::uintptr_t p) {
   return p < it->first + it->second;
 }
 
-CUresult start_copy(void* dst, const void* src, std::size_t n) {
+/// Queues a copy between device address `gpu` and host address `host` (pinned by cuMemHostAlloc).
+CUresult start_copy(void* dst, const void* src, std::size_t n, std::uintptr_t gpu,
+                    std::uintptr_t host) {
   std::lock_guard l(mu);
+  if (!inside(device_mem, gpu) || !inside(host_mem, host)) return invalid_value;
   if (fail_next == 1) {
     fail_next = 0;
     return launch_failed;
@@ -98,16 +101,14 @@ __attribute__((visibility("default"))) CUresult cuStreamQuery(void*) {
 __attribute__((visibility("default"))) CUresult cuMemcpyDtoHAsync_v2(void* dst,
                                                                      unsigned long long src,
                                                                      std::size_t n, void*) {
-  if (!inside(device_mem, src) || !inside(host_mem, reinterpret_cast<std::uintptr_t>(dst)))
-    return invalid_value;
-  return start_copy(dst, reinterpret_cast<const void*>(src), n);
+  return start_copy(dst, reinterpret_cast<const void*>(src), n, src,
+                    reinterpret_cast<std::uintptr_t>(dst));
 }
 __attribute__((visibility("default"))) CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst,
                                                                      const void* src, std::size_t n,
                                                                      void*) {
-  if (!inside(device_mem, dst) || !inside(host_mem, reinterpret_cast<std::uintptr_t>(src)))
-    return invalid_value;
-  return start_copy(reinterpret_cast<void*>(dst), src, n);
+  return start_copy(reinterpret_cast<void*>(dst), src, n, dst,
+                    reinterpret_cast<std::uintptr_t>(src));
 }
 __attribute__((visibility("default"))) CUresult cuMemHostAlloc(void** p, std::size_t n, unsigned) {
   *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);

@@ -73,6 +73,22 @@ struct cuda_driver {
     const char* text = nullptr;
     if (error_name == nullptr || error_name(r, &name) != cuda_success) name = nullptr;
     if (error_string == nullptr || error_string(r, &text) != cuda_success) text = nullptr;
+    if (name == nullptr) {  // a driver that cannot name its errors (the toolkit's stub)
+      switch (r) {
+        case 34:
+          name = "CUDA_ERROR_STUB_LIBRARY";
+          text = "libcuda.so.1 is the CUDA toolkit's stub, not a driver";
+          break;
+        case 35:
+          name = "CUDA_ERROR_INSUFFICIENT_DRIVER";
+          break;
+        case 100:
+          name = "CUDA_ERROR_NO_DEVICE";
+          break;
+        default:
+          break;
+      }
+    }
     return fmt::format("{}: {} ({})", name != nullptr ? name : "CUDA error",
                        text != nullptr ? text : "unknown", r);
   }

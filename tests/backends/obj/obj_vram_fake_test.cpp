@@ -1,6 +1,6 @@
 // OBJ and AZURE_BLOB VRAM staging against s3rver and azurite where there is no GPU, with a
-// stand-in for the CUDA driver (fake_cuda.cpp, found as libcuda.so.1 through this program's
-// run path): its "device memory" is host memory it handed out and its copies end late, so the
+// stand-in for the CUDA driver (fake_cuda.cpp, loaded by its path first, so that it is the
+// libcuda.so.1 the backends find): its "device memory" is host memory it handed out and its copies end late, so the
 // backends' whole VRAM path runs: data checked through the pool of the default size and of the
 // smallest allowed, a descriptor larger than the pool, many descriptors, ranged READs into a
 // sub-range, one pool allocated per backend, CUDA errors named in the request's message, a copy
@@ -25,7 +25,9 @@ namespace {
 
 /// The stand-in driver's calls the test makes itself.
 struct fake_driver {
-  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // By its path, before any backend loads "libcuda.so.1": the backend's dlopen then finds this
+  // one by its soname, whatever LD_LIBRARY_PATH says.
+  void* lib = ::dlopen(NIXL_OBJ_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
   int (*alloc)(unsigned long long*, std::size_t) = nullptr;
   int (*free_)(unsigned long long) = nullptr;
   void (*fail_next)(int) = nullptr;

@@ -41,9 +41,31 @@ nixl::params az_params() {
           {"account_url", "http://127.0.0.1:9/devstoreaccount1"}};
 }
 
+/// Where some libcuda.so.1 loads (a GPU machine, or the toolkit's stub on the library path):
+/// host memory registered as VRAM is still refused with a nixl::error, never a crash.
+template <class B>
+void refused_with_driver(const nixl::params& p) {
+  nixl::agent<B> ag{"obj-vram"};
+  ag.template create_backend<B>(p);
+  std::vector<std::byte> host(4096);
+  try {
+    ag.register_memory(nixl::reg_list<nixl::vram_t>{
+        {{reinterpret_cast<std::uintptr_t>(host.data()), 4096, 0}, ""}});
+    FAIL("host memory registered as VRAM");
+  } catch (const nixl::error& e) {
+    INFO(e.what());
+    CHECK((e.status_code() == nixl::status::not_supported ||
+           e.status_code() == nixl::status::invalid_param));
+    CHECK(obj_test::contains(e.what(), std::string(B::name)));
+  }
+}
+
 template <class B>
 void refused_without_driver(const nixl::params& p) {
-  if (auto why = driver_present(); !why.empty()) NIXL_SKIP(why);
+  if (auto why = driver_present(); !why.empty()) {
+    refused_with_driver<B>(p);
+    NIXL_SKIP(why);
+  }
   nixl::agent<B> ag{"obj-vram"};
   ag.template create_backend<B>(p);
   std::vector<std::byte> fake(4096);  // host memory, never touched as VRAM

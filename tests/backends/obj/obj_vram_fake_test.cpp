@@ -1,11 +1,12 @@
 // OBJ and AZURE_BLOB VRAM staging against s3rver and azurite where there is no GPU, with a
 // stand-in for the CUDA driver (fake_cuda.cpp, loaded by its path first, so that it is the
 // libcuda.so.1 the backends find): its "device memory" is host memory it handed out and its
-// copies end late, so the backends' whole VRAM path runs: data checked through the pool of the default size and of the
-// smallest allowed, a descriptor larger than the pool, many descriptors, ranged READs into a
-// sub-range, one pool allocated per backend, CUDA errors named in the request's message, a copy
-// that never ends (a bounded wait, then its chunk kept out of the pool, then a clear "no room"
-// rather than a hang), host memory and a too small pool refused at registration.
+// copies end late, so the backends' whole VRAM path runs: data checked through the pool of the
+// default size and of the smallest allowed, a descriptor larger than the pool, many
+// descriptors, ranged READs into a sub-range, one pool allocated per backend, CUDA errors named
+// in the request's message, a copy that never ends (a bounded wait, then its chunk kept out of
+// the pool, then a clear "no room" rather than a hang), host memory and a too small pool
+// refused at registration.
 
 #include <dlfcn.h>
 

@@ -2,6 +2,7 @@
 folder), as NIXL's Python API has it: create_backend("OBJ", {...}), objects registered as
 (0, length, devId, key), loopback prep_xfer_dlist(own_name, ...), and query_memory."""
 
+import ctypes
 import os
 import subprocess
 
@@ -43,7 +44,7 @@ def test_obj_round_trip_loopback_and_query(unique_name, s3rver):
     a = nixl_agent(unique_name("obj"), nixl_agent_config(backends=[]))
     a.create_backend("OBJ", obj_params(s3rver))
     assert "OBJ" in a.get_plugin_list()
-    assert set(a.get_plugin_mem_types("OBJ")) == {"DRAM_SEG", "OBJ_SEG"}
+    assert set(a.get_plugin_mem_types("OBJ")) == {"DRAM_SEG", "VRAM_SEG", "OBJ_SEG"}
     n = 1 << 20
     src = (np.arange(n, dtype=np.uint32) * 2654435761).astype(np.uint8)
     back = np.zeros(n, dtype=np.uint8)
@@ -99,3 +100,81 @@ def test_obj_errors(unique_name, s3rver, monkeypatch):
     b = nixl_agent(unique_name("objnob"), nixl_agent_config(backends=[]))
     with pytest.raises(nixl.nixlInvalidParamError, match="bucket"):
         b.create_backend("OBJ", no_bucket)
+
+
+def _loads(name):
+    try:
+        ctypes.CDLL(name)
+        return True
+    except OSError:
+        return False
+
+
+def _cudart():
+    """The CUDA runtime through ctypes when a GPU is usable, else None."""
+    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+        try:
+            rt = ctypes.CDLL(name)
+        except OSError:
+            continue
+        n = ctypes.c_int(0)
+        if rt.cudaGetDeviceCount(ctypes.byref(n)) == 0 and n.value > 0:
+            return rt
+        return None
+    return None
+
+
+@needs_obj
+def test_obj_vram_without_driver_is_refused(unique_name):
+    if _loads("libcuda.so.1"):
+        pytest.skip("libcuda.so.1 loads here: test_obj_vram_round_trip covers VRAM")
+    a = nixl_agent(unique_name("objvram"), nixl_agent_config(backends=[]))
+    a.create_backend("OBJ", obj_params("127.0.0.1:9"))
+    fake = np.zeros(4096, dtype=np.uint8)  # host memory, never used as VRAM
+    with pytest.raises(nixl.nixlNotSupportedError, match=r"VRAM needs the CUDA driver \(libcuda\.so\.1\)"):
+        a.register_memory([(fake.ctypes.data, fake.nbytes, 0, "")], "VRAM", backends=["OBJ"])
+
+
+@needs_obj
+def test_obj_vram_round_trip(unique_name, s3rver):
+    rt = _cudart()
+    if rt is None:
+        pytest.skip("no usable CUDA runtime and GPU")
+    n = 3 << 20
+    src = (np.arange(n, dtype=np.uint32) * 2654435761 >> 7).astype(np.uint8)
+    back = np.zeros(n, dtype=np.uint8)
+    ptrs = [ctypes.c_void_p(), ctypes.c_void_p()]
+    for p in ptrs:
+        assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+        assert rt.cudaMemset(p, 0, ctypes.c_size_t(n)) == 0
+    try:
+        assert rt.cudaMemcpy(ptrs[0], ctypes.c_void_p(src.ctypes.data), ctypes.c_size_t(n), 1) == 0
+        assert rt.cudaDeviceSynchronize() == 0  # the pageable copy has ended
+        a = nixl_agent(unique_name("objvram"), nixl_agent_config(backends=[]))
+        a.create_backend("OBJ", obj_params(s3rver))
+        vram = a.register_memory([(ptrs[0].value, n, 0, ""), (ptrs[1].value, n, 0, "")], "VRAM",
+                                 backends=["OBJ"])
+        objs = a.register_memory([(0, n, 11, "py/vram-object")], "OBJ")
+        h = a.initialize_xfer("WRITE", a.get_xfer_descs([(ptrs[0].value, n, 0)], "VRAM"),
+                              a.get_xfer_descs([(0, n, 11)], "OBJ"), a.name)
+        a.transfer(h)
+        assert wait_done(a, h, timeout=60) == "DONE"
+        h.release()
+        # Read back with the halves swapped: ranged GETs into VRAM sub-ranges.
+        half = n // 2
+        h = a.initialize_xfer("READ",
+                              a.get_xfer_descs([(ptrs[1].value, half, 0),
+                                                (ptrs[1].value + half, n - half, 0)], "VRAM"),
+                              a.get_xfer_descs([(n - half, half, 11), (0, n - half, 11)], "OBJ"),
+                              a.name)
+        a.transfer(h)
+        assert wait_done(a, h, timeout=60) == "DONE"
+        h.release()
+        assert rt.cudaMemcpy(ctypes.c_void_p(back.ctypes.data), ptrs[1], ctypes.c_size_t(n), 2) == 0
+        assert np.array_equal(back[:half], src[n - half:])
+        assert np.array_equal(back[half:], src[: n - half])
+        a.deregister_memory(objs)
+        a.deregister_memory(vram)
+    finally:
+        for p in ptrs:
+            rt.cudaFree(p)

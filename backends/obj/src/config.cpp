@@ -72,6 +72,8 @@ void parse_http(std::string_view who, const nixl::params& p, http_config& h) {
     thr = parse_number(who, "multipart_threshold", it->second, 0, 1ull << 40);
   h.multipart_threshold = static_cast<std::size_t>(std::max(thr, floor));
   h.part_size = static_cast<std::size_t>(num("part_size", floor, 5ull << 30, h.part_size));
+  h.vram_staging_bytes =
+      static_cast<std::size_t>(num("vram_staging_bytes", 4096, 1ull << 40, h.vram_staging_bytes));
   if (auto it = p.find("ca_bundle"); it != p.end()) h.ca_bundle = it->second;
   if (auto it = p.find("verify_tls"); it != p.end())
     h.verify_tls = parse_bool(who, "verify_tls", it->second);
@@ -90,6 +92,7 @@ void put_http(const http_config& h, nixl::params& p) {
   p["multipart_threshold"] = std::to_string(h.multipart_threshold);
   p["crtMinLimit"] = std::to_string(h.multipart_threshold);
   p["part_size"] = std::to_string(h.part_size);
+  p["vram_staging_bytes"] = std::to_string(h.vram_staging_bytes);
   p["ca_bundle"] = h.ca_bundle;
   p["verify_tls"] = h.verify_tls ? "true" : "false";
 }

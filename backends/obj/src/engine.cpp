@@ -17,6 +17,7 @@
 #include <nixl/backends/obj/check.hpp>
 #include <nixl/log.hpp>
 
+#include "gpu.hpp"
 #include "internal.hpp"
 
 namespace nixl::obj::detail {
@@ -113,8 +114,8 @@ bool retryable_curl(int code) {
 /// The engine: a thread, a curl multi handle, the queues.
 class engine {
  public:
-  engine(std::unique_ptr<dialect> d, http_config cfg, std::string agent)
-      : d_(std::move(d)), cfg_(std::move(cfg)), agent_(std::move(agent)) {
+  engine(std::unique_ptr<dialect> d, http_config cfg, std::string agent, gpu_stage& gpu)
+      : d_(std::move(d)), cfg_(std::move(cfg)), agent_(std::move(agent)), gpu_(gpu) {
     std::call_once(curl_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     multi_ = curl_multi_init();
     if (multi_ == nullptr) raise(status::backend, "{}: curl_multi_init failed", d_->name());
@@ -294,7 +295,18 @@ class engine {
         op.up_len = op.up_text.size();
       }
       op.reset_results();
-      ready_.push_back(&op);
+      op.staging = nullptr;
+      op.gpu_mem = nullptr;
+      if (j.gpu >= 0 && op.up_text.empty() &&
+          ((op.up != nullptr && op.up_len > 0) || (op.down != nullptr && op.down_cap > 0))) {
+        // GPU bytes: wait for room in the staging pool (pump).
+        op.gpu_put = op.up != nullptr;
+        op.gpu_mem = op.gpu_put ? const_cast<std::byte*>(op.up) : op.down;
+        op.gpu_len = op.gpu_put ? op.up_len : op.down_cap;
+        stage_wait_.push_back(&op);
+      } else {
+        ready_.push_back(&op);
+      }
       ++x.ops_active;
     }
   }
@@ -337,7 +349,9 @@ class engine {
       abort_uploads(x);
     }
     auto mine = [&](http_op* op) { return op->owner->owner == &x; };
-    for (auto* q : {&ready_, &waiting_}) {
+    for (auto* q : {&ready_, &waiting_, &stage_wait_}) {
+      for (http_op* op : *q)
+        if (mine(op)) unstage(*op);
       const auto n = std::count_if(q->begin(), q->end(), mine);
       q->erase(std::remove_if(q->begin(), q->end(), mine), q->end());
       x.ops_active -= static_cast<std::size_t>(n);
@@ -345,6 +359,7 @@ class engine {
     for (auto it = inflight_.begin(); it != inflight_.end();) {
       if (mine(*it)) {
         drop_handle(**it);
+        unstage(**it);
         --x.ops_active;
         it = inflight_.erase(it);
       } else {
@@ -378,6 +393,46 @@ class engine {
 
   /// Starts queued operations up to the limit, moving due retries to the queue first.
   void pump() noexcept {
+    // GPU bodies in order of arrival, as far as the staging pool has room: a PUT's bytes are
+    // copied to the staging chunk now (its retries resend them from there), a GET's answer
+    // lands there and is copied to the GPU when it ends.
+    while (!stage_wait_.empty()) {
+      http_op& op = *stage_wait_.front();
+      std::byte* p = gpu_.acquire(op.gpu_len);
+      if (p == nullptr && gpu_.in_use() == 0) {
+        // Nothing will give bytes back: the pool lost too much to copies that did not end.
+        stage_wait_.pop_front();
+        xfer& x = *op.owner->owner;
+        --x.ops_active;
+        fail(x, status::backend,
+             fmt::format("{}: the VRAM staging pool (vram_staging_bytes {}) has no room for {} "
+                         "bytes; {} bytes of it are held by GPU copies that did not end",
+                         describe(op, *d_), gpu_.pool_bytes(), op.gpu_len, gpu_.lost()));
+        continue;
+      }
+      if (p == nullptr) break;
+      stage_wait_.pop_front();
+      op.staging = p;
+      if (op.gpu_put) {
+        std::string err;
+        bool poisoned = false;
+        if (!gpu_.to_host(op.owner->gpu, p, op.gpu_mem, op.gpu_len, err, poisoned)) {
+          if (poisoned) {  // the copy may still write there: keep it out of the pool
+            gpu_.forget(op.gpu_len);
+            op.staging = nullptr;
+          }
+          unstage(op);
+          xfer& x = *op.owner->owner;
+          --x.ops_active;
+          fail(x, status::backend, fmt::format("{}: {}", describe(op, *d_), err));
+          continue;
+        }
+        op.up = p;
+      } else {
+        op.down = p;
+      }
+      ready_.push_back(&op);
+    }
     const auto now = clock::now();
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if ((*it)->not_before <= now) {
@@ -451,6 +506,7 @@ class engine {
     const auto now = clock::now();
     if (op.deadline == clock::time_point{}) op.deadline = now + cfg_.request_timeout;
     if (now >= op.deadline) {
+      unstage(op);
       --x.ops_active;
       fail(x, status::backend,
            fmt::format("{}: no answer within the deadline of {} ms (request_timeout_ms) after {} "
@@ -462,6 +518,7 @@ class engine {
     try {
       lines = d_->sign(op);
     } catch (const std::exception& e) {
+      unstage(op);
       --x.ops_active;
       fail(x, status::backend, fmt::format("{}: {}", describe(op, *d_), e.what()));
       return;
@@ -475,6 +532,7 @@ class engine {
       e = curl_easy_init();
     }
     if (e == nullptr) {
+      unstage(op);
       --x.ops_active;
       fail(x, status::backend, "curl_easy_init failed");
       return;
@@ -526,6 +584,7 @@ class engine {
     }
     if (curl_multi_add_handle(multi_, e) != CURLM_OK) {
       drop_handle(op);
+      unstage(op);
       --x.ops_active;
       fail(x, status::backend, "curl_multi_add_handle failed");
       return;
@@ -533,6 +592,12 @@ class engine {
     inflight_.push_back(&op);
     attempts_.fetch_add(1, std::memory_order_relaxed);
     if (op.attempt > 0) retries_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// Gives the operation's staging chunk back to the pool.
+  void unstage(http_op& op) noexcept {
+    if (op.staging != nullptr) gpu_.release(op.staging, op.gpu_len);
+    op.staging = nullptr;
   }
 
   void drop_handle(http_op& op) noexcept {
@@ -579,6 +644,20 @@ class engine {
       }
     }
     --x.ops_active;
+    std::string gpu_err;
+    if (op.staging != nullptr) {
+      bool poisoned = false;
+      if (accepted && !op.overflow && j.kind == job_kind::get && op.down_len == op.down_cap &&
+          !op.gpu_put &&
+          !gpu_.to_device(j.gpu, op.gpu_mem, op.staging, op.down_len, gpu_err, poisoned)) {
+        gpu_err = fmt::format("{}: {}", describe(op, *d_), gpu_err);
+        if (poisoned) {  // the copy may still read there: keep it out of the pool
+          gpu_.forget(op.gpu_len);
+          op.staging = nullptr;
+        }
+      }
+      unstage(op);
+    }
     if (op.overflow) {
       fail(x, status::backend,
            fmt::format("{}: the server sent more than the {} bytes asked for", describe(op, *d_),
@@ -611,6 +690,10 @@ class engine {
                        describe(op, *d_), op.down_len, op.down_cap));
       return;
     }
+    if (!gpu_err.empty()) {
+      fail(x, status::backend, std::move(gpu_err));
+      return;
+    }
     if (j.kind == job_kind::head) {
       j.found = op.http != 404;
       if (j.found)
@@ -624,6 +707,7 @@ class engine {
   std::unique_ptr<dialect> d_;
   http_config cfg_;
   std::string agent_;
+  gpu_stage& gpu_;
   CURLM* multi_ = nullptr;
   std::thread thread_;
   std::mutex mu_;
@@ -634,6 +718,7 @@ class engine {
   // Engine thread only.
   std::deque<http_op*> ready_;
   std::deque<http_op*> waiting_;
+  std::deque<http_op*> stage_wait_;  // GPU bodies waiting for room in the staging pool
   std::vector<http_op*> inflight_;
   std::vector<CURL*> pool_;
   std::vector<std::unique_ptr<xfer>> orphans_;
@@ -644,7 +729,10 @@ class engine {
 class store {
  public:
   explicit store(std::unique_ptr<dialect> d, const http_config& cfg, std::string agent)
-      : eng(std::move(d), cfg, std::move(agent)) {}
+      : gpu(d->name(), cfg.vram_staging_bytes, std::max(cfg.multipart_threshold, cfg.part_size),
+            cfg.request_timeout),
+        eng(std::move(d), cfg, std::move(agent), gpu) {}
+  gpu_stage gpu;  // outlives the engine's thread
   engine eng;
 };
 
@@ -664,6 +752,10 @@ store_ptr make_s3_store(const obj::config& cfg, const nixl::backend_context& ctx
 
 store_ptr make_azure_store(const azure_blob::config& cfg, const nixl::backend_context& ctx) {
   return store_ptr(new store(make_azure_dialect(cfg), cfg.http, ctx.agent_name));
+}
+
+int attach_vram(store& s, const nixl::reg_desc& d) {
+  return s.gpu.attach(static_cast<std::uintptr_t>(d.addr), d.len, d.dev);
 }
 
 std::string_view store_name(const store& s) noexcept {
@@ -686,6 +778,7 @@ xfer_ptr make_xfer(store& s, std::vector<object_io> ios) {
     j.mem = ios[i].mem;
     j.offset = ios[i].offset;
     j.len = ios[i].len;
+    j.gpu = ios[i].gpu;
     if (j.kind == job_kind::put && j.offset != 0)
       raise(status::invalid_param,
             "{}: object '{}' written at offset {}; objects are written "

@@ -44,6 +44,12 @@ struct http_op {
   std::uint64_t range_begin = 0;  // for messages
   std::size_t part = 0;           // part or block number (from 0)
   std::string payload_hash;       // cached across retries (S3)
+  // VRAM: the GPU bytes this body or answer belongs to, and the pinned staging chunk that
+  // stands in for them (held from before the first attempt to after the last).
+  std::byte* gpu_mem = nullptr;
+  std::size_t gpu_len = 0;
+  bool gpu_put = false;  // GPU -> staging before sending; else staging -> GPU after a 2xx
+  std::byte* staging = nullptr;
   // Results of the last attempt.
   std::size_t up_pos = 0, down_len = 0;
   bool overflow = false;
@@ -73,6 +79,7 @@ struct job {
   std::byte* mem = nullptr;
   std::uint64_t offset = 0;
   std::size_t len = 0;
+  int gpu = -1;  // the CUDA device of `mem` when it is VRAM, else -1
   int stage = 0;
   std::vector<http_op> ops;  // the current stage's
   std::size_t ops_left = 0;

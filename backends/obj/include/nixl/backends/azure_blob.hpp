@@ -1,8 +1,8 @@
 #pragma once
-/// The AZURE_BLOB backend: DRAM <-> block blobs of Azure Blob Storage (or azurite), requests
-/// signed with Shared Key, on the same HTTP layer as OBJ (obj/detail/store.hpp). Registration
-/// and transfers as for OBJ: the blob's name is `meta`, else the decimal `dev`; WRITE puts whole
-/// blobs (blocks and a block list above `multipart_threshold`), READ gets byte ranges.
+/// The AZURE_BLOB backend: DRAM or VRAM <-> block blobs of Azure Blob Storage (or azurite),
+/// requests signed with Shared Key, on the same HTTP layer as OBJ (obj/detail/store.hpp).
+/// Registration and transfers as for OBJ: the blob's name is `meta`, else the decimal `dev`; WRITE
+/// puts whole blobs (blocks and a block list above `multipart_threshold`), READ gets byte ranges.
 /// Parameters: obj/config.hpp; docs/obj.md.
 
 #include <string_view>
@@ -22,13 +22,15 @@ struct azure_traits {
 };
 }  // namespace detail
 
-/// The AZURE_BLOB backend (NIXL name "AZURE_BLOB"): DRAM <-> Azure block blobs.
+/// The AZURE_BLOB backend (NIXL name "AZURE_BLOB"): DRAM or VRAM <-> Azure block blobs.
 using backend = obj::detail::basic_backend<detail::azure_traits>;
 
 static_assert(nixl::backend<backend>);
 static_assert(nixl::loopback_backend<backend>);
 static_assert(nixl::querying_backend<backend>);
 static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::object_t, nixl::vram_t>);
 static_assert(!nixl::remote_backend<backend>);
 
 }  // namespace nixl::azure_blob

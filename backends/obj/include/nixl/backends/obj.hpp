@@ -1,13 +1,15 @@
 #pragma once
-/// The OBJ backend: DRAM <-> objects of an S3 or S3-compatible store (AWS, MinIO, s3rver),
+/// The OBJ backend: DRAM or VRAM <-> objects of an S3 or S3-compatible store (AWS, MinIO, s3rver),
 /// requests signed with AWS Signature V4, over libcurl and OpenSSL. Local only: an agent
 /// transfers to itself, with the object list on the remote side (NIXL's loopback storage use).
 ///
 /// An object is registered with kind object; its key is the registration's `meta` when not
 /// empty, else the decimal `dev`. In a transfer the object descriptor's `dev` selects the
-/// object and its `addr` is the offset inside it; the length is the DRAM descriptor's. WRITE
+/// object and its `addr` is the offset inside it; the length is the memory descriptor's. WRITE
 /// puts whole objects (multipart above `multipart_threshold`), READ gets byte ranges.
-/// `query_memory` is a HEAD per object. Parameters: obj/config.hpp; docs/obj.md.
+/// `query_memory` is a HEAD per object. VRAM goes through a bounded pool of pinned host memory
+/// (`vram_staging_bytes`) with the CUDA driver loaded at run time; without the driver a VRAM
+/// registration fails with `not_supported`. Parameters: obj/config.hpp; docs/obj.md.
 
 #include <string_view>
 
@@ -26,7 +28,7 @@ struct s3_traits {
 };
 }  // namespace detail
 
-/// The OBJ backend (NIXL name "OBJ"): DRAM <-> S3 objects.
+/// The OBJ backend (NIXL name "OBJ"): DRAM or VRAM <-> S3 objects.
 using backend = detail::basic_backend<detail::s3_traits>;
 
 static_assert(nixl::backend<backend>);
@@ -35,7 +37,9 @@ static_assert(nixl::querying_backend<backend>);
 static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
 static_assert(nixl::backend_for<backend, nixl::object_t, nixl::dram_t>);
 static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
+static_assert(nixl::backend_for<backend, nixl::object_t, nixl::vram_t>);
+static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
 static_assert(!nixl::remote_backend<backend>);
 
 }  // namespace nixl::obj

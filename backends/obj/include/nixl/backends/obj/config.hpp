@@ -23,6 +23,9 @@ namespace nixl::obj {
 ///  - `multipart_threshold` (NIXL's `crtMinLimit`, 16 MiB, at least 5 MiB): objects larger than
 ///    this are written in parts of `part_size` (8 MiB, at least 5 MiB) and read with parallel
 ///    ranged GETs of that size.
+///  - `vram_staging_bytes` (64 MiB): the pinned host memory through which VRAM descriptors go
+///    (one pool per backend, allocated on the first VRAM registration, reused by every
+///    request); at least the largest HTTP body, max(`multipart_threshold`, `part_size`).
 ///  - `num_threads`: accepted for NIXL compatibility; one thread drives all requests (curl multi).
 struct http_config {
   unsigned max_inflight = 64;
@@ -36,6 +39,7 @@ struct http_config {
   bool verify_tls = true;
   std::size_t multipart_threshold = 16u << 20;
   std::size_t part_size = 8u << 20;
+  std::size_t vram_staging_bytes = 64u << 20;
 };
 
 /// "OBJ" (S3). Parameters with NIXL's names; the AWS environment variables fill what is not given:

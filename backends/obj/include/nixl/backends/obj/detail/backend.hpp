@@ -1,6 +1,7 @@
 #pragma once
-/// `basic_backend<Traits>`: the NIXL backend over one object store (store.hpp), DRAM <-> OBJ,
-/// local only (an agent transfers to itself, the object list on the remote side). OBJ and
+/// `basic_backend<Traits>`: the NIXL backend over one object store (store.hpp), DRAM or VRAM
+/// <-> OBJ (VRAM through a pinned staging pool, with the CUDA driver loaded at run time), local
+/// only (an agent transfers to itself, the object list on the remote side). OBJ and
 /// AZURE_BLOB are this class with their own traits (name, config, store).
 
 #include <charconv>
@@ -28,21 +29,22 @@ template <class Traits>
 class basic_backend {
  public:
   static constexpr std::string_view name = Traits::name;
-  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::object_t>;
+  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::vram_t, nixl::object_t>;
 
-  /// DRAM <-> OBJ, in either orientation of local and remote.
+  /// DRAM or VRAM <-> OBJ, in either orientation of local and remote.
   static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
-    return (local == mem_kind::dram && remote == mem_kind::object) ||
-           (local == mem_kind::object && remote == mem_kind::dram);
+    auto mem = [](mem_kind k) { return k == mem_kind::dram || k == mem_kind::vram; };
+    return (mem(local) && remote == mem_kind::object) || (local == mem_kind::object && mem(remote));
   }
 
   using config = typename Traits::config;
   static nixl::params default_params() { return config{}.to_params(); }
 
-  /// A registered range: for objects, the key.
+  /// A registered range: for objects, the key; for VRAM, its CUDA device.
   struct region {
     mem_kind kind = mem_kind::dram;
     std::string key;
+    int gpu = -1;
   };
   using remote_region = region;
   struct peer {};
@@ -54,14 +56,17 @@ class basic_backend {
   basic_backend(const config& cfg, const nixl::backend_context& ctx)
       : store_(Traits::make_store(cfg, ctx)) {}
 
-  /// DRAM: nothing to do. OBJ: records the key (`meta`, else the decimal `dev`); the object need
-  /// not exist yet. Throws `nixl::error(not_supported)` for other kinds.
+  /// DRAM: nothing to do. VRAM: checks the range with the CUDA driver and readies its device
+  /// and the staging pool (`not_supported` "VRAM needs the CUDA driver (libcuda.so.1), not
+  /// found" where there is none). OBJ: records the key (`meta`, else the decimal `dev`); the
+  /// object need not exist yet. Throws `nixl::error(not_supported)` for other kinds.
   region register_region(mem_kind kind, const nixl::reg_desc& d) {
     if (kind == mem_kind::dram) return {kind, {}};
+    if (kind == mem_kind::vram) return {kind, {}, attach_vram(*store_, d)};
     if (kind != mem_kind::object)
       raise(status::not_supported,
-            "{} register_region: memory kind {} is not supported; use dram "
-            "or object",
+            "{} register_region: memory kind {} is not supported; use dram, "
+            "vram or object",
             name, kind);
     return {kind, key_of(d)};
   }
@@ -88,14 +93,20 @@ class basic_backend {
       const mem_kind rk = r.region != nullptr ? r.region->kind : mem_kind::dram;
       if (!can_move(lk, rk))
         raise(status::invalid_param,
-              "{} prepare: descriptor {} pairs local {} with remote {}; {} moves dram <-> object "
-              "only",
+              "{} prepare: descriptor {} pairs local {} with remote {}; {} moves dram or vram "
+              "<-> object only",
               name, i, lk, rk, name);
       const bool obj_remote = rk == mem_kind::object;
       const auto& mem = obj_remote ? static_cast<const desc&>(l) : static_cast<const desc&>(r);
       const auto& obj = obj_remote ? static_cast<const desc&>(r) : static_cast<const desc&>(l);
       const region& reg = obj_remote ? *r.region : *l.region;
+      const region* mreg = obj_remote ? l.region : r.region;
       object_io io;
+      if (mreg != nullptr && mreg->kind == mem_kind::vram) {
+        if (mreg->gpu < 0)
+          raise(status::invalid_param, "{} prepare: descriptor {}: VRAM without a device", name, i);
+        io.gpu = mreg->gpu;
+      }
       // read pulls remote into local: with the object remote that is a GET.
       io.write = (op == xfer_op::read) != obj_remote;
       io.key = reg.key;

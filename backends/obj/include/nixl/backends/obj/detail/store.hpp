@@ -47,12 +47,20 @@ struct object_io {
   std::byte* mem = nullptr;
   std::uint64_t offset = 0;
   std::size_t len = 0;
+  int gpu = -1;  ///< `mem` is VRAM of this CUDA device (from `attach_vram`); -1: host memory
 };
 
 /// Starts the engine for S3 (`OBJ`) or Azure Blob (`AZURE_BLOB`). Throws `nixl::error(backend)`
 /// when libcurl cannot start.
 store_ptr make_s3_store(const obj::config&, const nixl::backend_context&);
 store_ptr make_azure_store(const azure_blob::config&, const nixl::backend_context&);
+
+/// Checks a VRAM registration and readies its device and the pinned staging pool; returns the
+/// device ordinal for `object_io::gpu`. Throws `nixl::error(not_supported)` without a CUDA
+/// driver or device ("VRAM needs the CUDA driver (libcuda.so.1), not found"),
+/// `nixl::error(invalid_param)` for memory that is not GPU memory or a pool smaller than one
+/// HTTP body, `nixl::error(backend)` with the CUDA error string when the driver fails.
+int attach_vram(store&, const nixl::reg_desc&);
 
 /// The store's NIXL name ("OBJ", "AZURE_BLOB").
 std::string_view store_name(const store&) noexcept;

@@ -121,6 +121,12 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ap.cb = &engine::on_notif;
     ap.arg = this;
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    ap.id = copy_am_id;
+    ap.cb = &engine::on_copy;
+    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    ap.id = ack_am_id;
+    ap.cb = &engine::on_copy_ack;
+    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
 
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
@@ -129,7 +135,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ucp_worker_release_address(w, addr);
   }
 
-  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_);
+  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies());
   notif_prefix_ = wire::notif_prefix(agent_name_);
 
   connect_self();

@@ -87,6 +87,7 @@ struct driver {
     CUdeviceptr base = 0;
     std::size_t holders = 0;
     int device = -1;
+    std::size_t size = 0;  ///< of the opened allocation, as the driver maps it here
   };
   std::map<std::array<char, 64>, opened> ipc_open_;
 
@@ -202,6 +203,7 @@ struct ipc_mapping {
   driver* d = nullptr;
   std::array<char, 64> key{};
   char* base = nullptr;
+  std::size_t size = 0;
   gpu::located loc;
   ipc_mapping() = default;
   ipc_mapping(const ipc_mapping&) = delete;
@@ -296,12 +298,16 @@ std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept {
         log::debug("UCX: cuIpcOpenMemHandle of a peer's VRAM: {}; it stays with UCX", d->what(res));
         return nullptr;
       }
-      it = d->ipc_open_.emplace(x.handle, driver::opened{base, 0, dev}).first;
+      CUdeviceptr b = 0;
+      std::size_t size = 0;
+      if (d->addr_range(&b, &size, base) != cuda_success || b != base) size = 0;
+      it = d->ipc_open_.emplace(x.handle, driver::opened{base, 0, dev, size}).first;
     }
     ++it->second.holders;
     m->d = d;
     m->key = x.handle;
     m->base = reinterpret_cast<char*>(it->second.base);
+    m->size = it->second.size;
     m->loc = located{r->ctx, r->stream};
     return m;
   } catch (...) {
@@ -310,7 +316,7 @@ std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept {
 }
 
 mapped where(const ipc_mapping& m) noexcept {
-  return {m.base, m.loc};
+  return {m.base, m.loc, m.size};
 }
 
 std::optional<located> locate(const void* vram, std::uint64_t dev_hint) noexcept {

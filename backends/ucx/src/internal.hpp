@@ -65,6 +65,7 @@ std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept;
 struct mapped {
   char* base = nullptr;
   located loc;
+  std::size_t size = 0;  ///< of the allocation as mapped here (0: unknown)
 };
 mapped where(const ipc_mapping& m) noexcept;
 

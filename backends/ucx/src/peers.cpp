@@ -123,6 +123,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   const bool same_process = nixl::detail::same_process(id_, rec.id);
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
+  p->host_copies = rec.host_copies;
   p->owner = this;
   switch (cfg_.error_handling) {
     case error_mode::peer:

@@ -156,6 +156,7 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
   std::optional<detail::ipc_export> ipc;
   if (NIXL_UCX_WITH_CUDA != 0 && kind == mem_kind::vram && eng_->cfg().cuda_host_vram)
     ipc = detail::gpu::export_vram(d.addr, d.len, d.dev);
+  r.ipc = ipc;
   try {
     r.public_data = detail::wire::encode_rkey(
         kind, std::string_view(static_cast<const char*>(packed), packed_len),
@@ -165,12 +166,16 @@ backend::region backend::register_region(mem_kind kind, const reg_desc& d) {
     throw;
   }
   ucp_rkey_buffer_release(packed);
+  if (kind == mem_kind::dram && eng_->runs_host_copies()) eng_->add_host_region(d.addr, d.len);
   return r;
 }
 
 void backend::deregister_region(region& r) noexcept {
   // pinned for DRAM <-> VRAM copies by any backend of this process (host_vram_copy=cuda)
-  if (r.kind == mem_kind::dram) detail::gpu::unpin_range(r.range.addr, r.range.len);
+  if (r.kind == mem_kind::dram) {
+    eng_->remove_host_region(r.range.addr, r.range.len);
+    detail::gpu::unpin_range(r.range.addr, r.range.len);
+  }
   eng_->defer(r.memh);
 }
 

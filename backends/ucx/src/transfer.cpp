@@ -9,6 +9,7 @@
 #include <nixl/log.hpp>
 
 #include "internal.hpp"
+#include "wire.hpp"
 
 namespace nixl::ucx {
 namespace detail {
@@ -148,7 +149,7 @@ std::optional<detail::gpu_item> host_vram_pair(xfer_op op, const bound_desc<back
       if (base == nullptr)
         log::debug(
             "UCX prepare: VRAM here, host memory of '{}' in another process that UCX does not "
-            "map here: stays with UCX",
+            "map here",
             peer.name);
     } else if (!map_peer) {
       log::debug("UCX prepare: UCX_CUDA_IPC_CACHE is off: DRAM -> VRAM of '{}' stays with UCX",
@@ -230,6 +231,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   std::vector<detail::xfer_item> items;
   std::vector<detail::gpu_item> gpu;
   std::vector<std::shared_ptr<detail::ipc_mapping>> maps;
+  std::vector<detail::wire::copy_entry> copies;
   std::vector<chunk> chunks;
   items.reserve(local.size());
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
@@ -265,6 +267,20 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
           maps.push_back(last_pair.map);
         continue;
       }
+      // VRAM here, host memory of a peer process that runs copy requests: the peer copies
+      if (l.region->kind == mem_kind::vram && rm.region->kind == mem_kind::dram &&
+          p.state->pidfd >= 0 && p.state->host_copies && l.region->ipc) {
+        const detail::ipc_export& x = *l.region->ipc;
+        detail::wire::copy_entry e;
+        e.handle = x.handle;
+        e.uuid = x.uuid;
+        e.vram_offset = x.offset + (l.addr - l.region->range.addr);
+        e.alloc_len = x.alloc_len;
+        e.host_addr = rm.addr;
+        e.len = l.len;
+        copies.push_back(e);
+        continue;
+      }
     }
     std::uint32_t cw = w;
     if (chunked) {
@@ -285,6 +301,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.items_ = std::move(items);
   r.gpu_ = std::move(gpu);
   r.gpu_maps_ = std::move(maps);
+  r.copies_ = copies.size();
+  r.copy_msg_ = copies.empty() ? std::string()
+                               : detail::wire::encode_copy_request(op == xfer_op::write, copies);
+  if (!copies.empty())
+    log::debug("UCX prepare: {} pair(s) of VRAM here and host memory of '{}' copied by the peer",
+               copies.size(), p.state->name);
   r.chunks_ = std::move(chunks);
   r.peer_ = p.state;
   r.ep_ = p.state->eps[w];
@@ -313,6 +335,8 @@ status backend::release(request& r) noexcept {
   r.items_.clear();
   r.gpu_.clear();
   r.gpu_maps_.clear();
+  r.copy_msg_.clear();
+  r.copies_ = 0;
   r.chunks_.clear();
   return status::success;
 }

@@ -14,12 +14,13 @@ using nixl::detail::fnv1a;
 // Connection info: magic, version, FNV-1a of the body, then the body: the host identity,
 // the backend id, and the worker addresses (count, then each as length and bytes).
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
-                             std::span<const std::string> addresses) {
+                             std::span<const std::string> addresses, bool host_copies) {
   nixl::detail::writer body;
   id.encode(body);
   body.u64(uid);
   body.u32(static_cast<std::uint32_t>(addresses.size()));
   for (const std::string& a : addresses) body.bytes(a);
+  body.u8(host_copies ? 1 : 0);
   const std::string b = body.take();
   nixl::detail::writer w;
   w.u32(conn_magic);
@@ -48,6 +49,9 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
   for (std::uint32_t i = 0; i < n; ++i)
     r.addresses.push_back(in.bytes("worker address", max_address_size));
+  const std::uint8_t hc = in.u8("host copies flag");
+  if (hc > 1) in.fail("UCX connection info of '{}': host copies flag {} (0 or 1)", agent, hc);
+  r.host_copies = hc == 1;
   in.finish();
   return r;
 }
@@ -107,6 +111,90 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
   }
   in.finish();
   return r;
+}
+
+// Copy request: version, token, direction, count, then per entry the peer's IPC handle (64),
+// its GPU's UUID (16), the offset in its allocation, the allocation's length, the host address
+// here and the length. Copy ack: version, token, status.
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries) {
+  nixl::detail::writer w;
+  w.u8(copy_version);
+  w.u64(0);
+  w.u8(to_host ? 1 : 0);
+  w.u32(static_cast<std::uint32_t>(entries.size()));
+  for (const copy_entry& e : entries) {
+    w.raw(std::string_view(e.handle.data(), e.handle.size()));
+    w.raw(std::string_view(e.uuid.data(), e.uuid.size()));
+    w.u64(e.vram_offset);
+    w.u64(e.alloc_len);
+    w.u64(e.host_addr);
+    w.u64(e.len);
+  }
+  return w.take();
+}
+
+void set_copy_token(std::string& msg, std::uint64_t token) noexcept {
+  nixl::detail::writer w;
+  w.u64(token);
+  const std::string t = w.take();
+  if (msg.size() >= 1 + t.size()) msg.replace(1, t.size(), t);
+}
+
+copy_request parse_copy_request(std::string_view data) {
+  nixl::detail::reader in(data, "UCX copy request");
+  if (const auto v = in.u8("version"); v != copy_version)
+    in.fail("UCX copy request: version {} (this build reads {})", v, copy_version);
+  copy_request r;
+  r.token = in.u64("token");
+  const std::uint8_t dir = in.u8("direction");
+  if (dir > 1) in.fail("UCX copy request: direction {} (0 or 1)", dir);
+  r.to_host = dir == 1;
+  constexpr std::size_t entry_size = 64 + 16 + 4 * 8;
+  const std::uint32_t n = in.count("entry count", entry_size, max_copy_entries);
+  r.entries.resize(n);
+  for (copy_entry& e : r.entries) {
+    const std::string_view h = in.raw("IPC handle", e.handle.size());
+    const std::string_view u = in.raw("device UUID", e.uuid.size());
+    std::copy(h.begin(), h.end(), e.handle.begin());
+    std::copy(u.begin(), u.end(), e.uuid.begin());
+    e.vram_offset = in.u64("VRAM offset");
+    e.alloc_len = in.u64("allocation length");
+    e.host_addr = in.u64("host address");
+    e.len = in.u64("length");
+    if (e.len == 0 || e.vram_offset > e.alloc_len || e.len > e.alloc_len - e.vram_offset)
+      in.fail("UCX copy request: {} bytes at offset {} of an allocation of {} bytes", e.len,
+              e.vram_offset, e.alloc_len);
+    if (e.host_addr == 0 || e.len > ~std::uint64_t{0} - e.host_addr)
+      in.fail("UCX copy request: host range [{:#x}, +{}) wraps", e.host_addr, e.len);
+  }
+  in.finish();
+  return r;
+}
+
+std::string encode_copy_ack(std::uint64_t token, status st) {
+  nixl::detail::writer w;
+  w.u8(copy_version);
+  w.u64(token);
+  w.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(st)));
+  return w.take();
+}
+
+std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept {
+  try {
+    nixl::detail::reader in(data, "UCX copy ack");
+    if (in.u8("version") != copy_version) return std::nullopt;
+    const std::uint64_t token = in.u64("token");
+    const auto code = static_cast<std::int32_t>(in.u32("status"));
+    in.finish();
+    // only the statuses a copy can end with; anything else is a failure of the peer
+    status st = status::backend;
+    for (status s : {status::success, status::invalid_param, status::not_supported,
+                     status::not_found, status::backend, status::remote_disconnect})
+      if (static_cast<std::int32_t>(s) == code) st = s;
+    return std::pair{token, st};
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 // Notification: version, sender name (u16 length, bytes), then the message to the end.

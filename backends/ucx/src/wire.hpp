@@ -5,6 +5,7 @@
 // carry a magic, a version and an FNV-1a checksum, and a bad blob throws
 // nixl::error(mismatch) naming the field.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -16,14 +17,16 @@
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/memory.hpp>
+#include <nixl/status.hpp>
 
 namespace nixl::ucx::detail::wire {
 
 constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
 constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
 // Connection info: 2 added the IPC and network namespaces, 3 the host identity of
-// nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix.
-constexpr std::uint8_t conn_version = 3;
+// nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix, 4
+// the flag that the backend runs host copies for its peers (copy requests below).
+constexpr std::uint8_t conn_version = 4;
 // Region data: 2 is the FNV-1a offset basis fix, 3 added the CUDA IPC export of VRAM.
 constexpr std::uint8_t rkey_version = 3;
 constexpr std::uint8_t notif_version = 1;
@@ -36,10 +39,11 @@ struct conn_record {
   nixl::detail::host_identity id;
   std::uint64_t uid = 0;                    ///< the peer's backend among those of its process
   std::vector<std::string_view> addresses;  ///< UCX worker addresses, views into the blob
+  bool host_copies = false;  ///< runs copy requests (its host memory <-> a peer's VRAM)
 };
 
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
-                             std::span<const std::string> addresses);
+                             std::span<const std::string> addresses, bool host_copies);
 /// Throws nixl::error(mismatch) naming `agent` and the bad field.
 conn_record parse_conn_info(std::string_view agent, std::string_view blob);
 
@@ -52,6 +56,33 @@ struct rkey_record {
 
 std::string encode_rkey(mem_kind kind, std::string_view packed, const ipc_export* ipc = nullptr);
 rkey_record parse_rkey(std::span<const std::byte> data);
+
+/// A copy request: a peer on this host asks the backend to copy between the backend's own
+/// registered host memory and the peer's VRAM (opened here from its CUDA IPC handle), because
+/// CUDA cannot map this process's host memory there. `to_host`: the peer's VRAM -> this
+/// process's host memory (the peer's WRITE), else the other way (its READ).
+constexpr std::uint8_t copy_version = 1;
+constexpr std::uint32_t max_copy_entries = 1u << 20;
+struct copy_entry {
+  std::array<char, 64> handle{};
+  std::array<char, 16> uuid{};
+  std::uint64_t vram_offset = 0;  ///< in the peer's allocation
+  std::uint64_t alloc_len = 0;    ///< of the peer's allocation, as it says
+  std::uint64_t host_addr = 0;    ///< in this process
+  std::uint64_t len = 0;
+};
+struct copy_request {
+  std::uint64_t token = 0;
+  bool to_host = false;
+  std::vector<copy_entry> entries;
+};
+/// Without the token (written at post by `set_copy_token`).
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries);
+void set_copy_token(std::string& msg, std::uint64_t token) noexcept;
+/// Throws nixl::error(mismatch) naming the bad field.
+copy_request parse_copy_request(std::string_view data);
+std::string encode_copy_ack(std::uint64_t token, status st);
+std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept;
 
 /// The prefix of every notification an agent sends: version, sender name.
 std::string notif_prefix(std::string_view agent);

@@ -332,3 +332,63 @@ TEST_CASE("ucx region data: the VRAM's CUDA IPC export round trip and malformed 
     CHECK(code(bad) == status::mismatch);
   }
 }
+
+// Copy requests (a peer asks this backend to copy between its host memory and the peer's VRAM):
+// every field from the peer is checked.
+TEST_CASE("ucx copy requests: round trip and malformed requests and answers") {
+  namespace wire = nixl::ucx::detail::wire;
+  std::vector<wire::copy_entry> es(3);
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    es[i].handle.fill(static_cast<char>(i + 1));
+    es[i].uuid.fill(static_cast<char>(0x40 + i));
+    es[i].alloc_len = 1 << 20;
+    es[i].vram_offset = 4096 * i;
+    es[i].host_addr = 0x10000 + 0x1000 * i;
+    es[i].len = 4096;
+  }
+  std::string msg = wire::encode_copy_request(true, es);
+  wire::set_copy_token(msg, 0x1122334455667788ull);
+  const auto req = wire::parse_copy_request(msg);
+  CHECK(req.token == 0x1122334455667788ull);
+  CHECK(req.to_host);
+  REQUIRE(req.entries.size() == 3);
+  CHECK(req.entries[2].handle == es[2].handle);
+  CHECK(req.entries[2].uuid == es[2].uuid);
+  CHECK(req.entries[2].vram_offset == 8192);
+  CHECK(req.entries[2].host_addr == 0x12000);
+  CHECK(req.entries[2].len == 4096);
+  CHECK_FALSE(wire::parse_copy_request(wire::encode_copy_request(false, es)).to_host);
+  auto code = [](const std::string& b) {
+    return code_of([&] { (void)wire::parse_copy_request(b); });
+  };
+  auto with = [&](auto change) {
+    auto v = es;
+    change(v[1]);
+    return wire::encode_copy_request(false, v);
+  };
+  CHECK(code(with([](wire::copy_entry& e) { e.len = 0; })) == status::mismatch);
+  CHECK(code(with([](wire::copy_entry& e) { e.vram_offset = e.alloc_len; })) == status::mismatch);
+  CHECK(code(with([](wire::copy_entry& e) { e.len = e.alloc_len; })) == status::mismatch);
+  CHECK(code(with([](wire::copy_entry& e) { e.host_addr = 0; })) == status::mismatch);
+  CHECK(code(with([](wire::copy_entry& e) { e.host_addr = ~std::uint64_t{0} - 10; })) ==
+        status::mismatch);
+  CHECK(code(msg.substr(0, msg.size() - 1)) == status::mismatch);
+  CHECK(code(msg + "x") == status::mismatch);
+  std::string bad_dir = msg;
+  bad_dir[9] = 2;  // version (1), token (8), direction
+  CHECK(code(bad_dir) == status::mismatch);
+  std::string huge = msg;
+  huge[10] = huge[11] = huge[12] = huge[13] = '\xff';  // count far above what the bytes hold
+  CHECK(code(huge) == status::mismatch);
+  // answers: token and status; an unknown status is a failure of the peer; garbage is dropped
+  const auto ack = wire::parse_copy_ack(wire::encode_copy_ack(7, status::success));
+  REQUIRE(ack.has_value());
+  CHECK(ack->first == 7);
+  CHECK(ack->second == status::success);
+  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(8, status::invalid_param))->second ==
+        status::invalid_param);
+  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(9, status::in_progress))->second ==
+        status::backend);
+  CHECK_FALSE(wire::parse_copy_ack("junk").has_value());
+  CHECK_FALSE(wire::parse_copy_ack(wire::encode_copy_ack(7, status::success) + "x").has_value());
+}

@@ -374,8 +374,8 @@ TEST_CASE("ucx vram: two processes, host memory <-> the peer's VRAM through its 
   CHECK(same);
 }
 
-// VRAM here and the peer's host memory: the driver copies where UCX maps that memory here (the
-// peer's UCX allocated it: shared memory), else UCX moves it.
+// VRAM here and the peer's host memory: the driver copies here where UCX maps that memory here
+// (the peer's UCX allocated it: shared memory), else the peer runs the copy (a copy request).
 TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx][vram]") {
   NEED_UCX_VRAM();
   const bool shared = GENERATE(true, false);
@@ -396,7 +396,9 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   auto w = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
                              blocks(mem_kind::dram, ta, 1, size, 0, 0), "target", {.notif = "d2h"});
   REQUIRE(w.get_if<nixl::ucx::backend>() != nullptr);
+  // shared memory: mapped here and copied by this process; heap: the peer copies
   CHECK(w.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (shared ? 1 : 0));
+  CHECK(w.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == (shared ? 0 : 1));
   (void)w.post();
   auto n = ucx_test::target_notifs(t, 1);
   REQUIRE(n.size() == 1);
@@ -409,6 +411,7 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   auto r = in.create_request(xfer_op::read, blocks(mem_kind::vram, mine.addr(), nb, bl, bl, 0),
                              blocks(mem_kind::dram, ta, nb, bl, 2 * bl, 0), "target");
   CHECK(r.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (shared ? nb : 0));
+  CHECK(r.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == (shared ? 0 : nb));
   (void)r.post();
   REQUIRE(wait(r) == status::success);
   const auto got = mine.download(0, nb * bl);
@@ -418,6 +421,19 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
       same = got[i * bl + k] ==
              static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 33));
   CHECK(same);
+  // host_vram_copy=ucx here: neither the driver nor the peer copies, UCX does
+  ucx_agent u("initiator-ucx");
+  u.create_backend<nixl::ucx::backend>({{"host_vram_copy", "ucx"}});
+  u.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
+  REQUIRE(u.load_remote_metadata(t.metadata()) == "target");
+  auto uw = u.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
+                             blocks(mem_kind::dram, ta, 1, size, 0, 0), "target");
+  CHECK(uw.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == 0);
+  CHECK(uw.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == 0);
+  mine.upload(pat);
+  (void)uw.post();
+  REQUIRE(wait(uw) == status::success);
+  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
 }
 
 TEST_CASE("ucx vram: an agent with UCX and CUDA moves VRAM through CUDA, DRAM through UCX",

@@ -88,6 +88,8 @@ class backend {
     desc range{};
     mem_kind kind = mem_kind::dram;
     std::string public_data;  ///< framed packed rkey, what peers unpack
+    /// VRAM: the CUDA IPC export of its allocation (also in `public_data`), when it has one.
+    std::optional<detail::ipc_export> ipc;
   };
 
   /// A peer's region as seen from here: one unpacked rkey per local worker.
@@ -130,6 +132,8 @@ class backend {
         : items_(std::move(o.items_)),
           gpu_(std::move(o.gpu_)),
           gpu_maps_(std::move(o.gpu_maps_)),
+          copy_msg_(std::move(o.copy_msg_)),
+          copies_(o.copies_),
           chunks_(std::move(o.chunks_)),
           slot_(std::exchange(o.slot_, nullptr)),
           peer_(std::exchange(o.peer_, nullptr)),
@@ -140,6 +144,8 @@ class backend {
       items_ = std::move(o.items_);
       gpu_ = std::move(o.gpu_);
       gpu_maps_ = std::move(o.gpu_maps_);
+      copy_msg_ = std::move(o.copy_msg_);
+      copies_ = o.copies_;
       chunks_ = std::move(o.chunks_);
       slot_ = std::exchange(o.slot_, nullptr);
       peer_ = std::exchange(o.peer_, nullptr);
@@ -152,6 +158,9 @@ class backend {
     std::size_t size() const noexcept { return items_.size(); }
     /// Number of descriptor pairs the CUDA driver copies instead (`host_vram_copy=cuda`).
     std::size_t gpu_copies() const noexcept { return gpu_.size(); }
+    /// Number of descriptor pairs the peer copies for this request (its host memory <-> this
+    /// process's VRAM: a copy request, answered before the rest of the request goes).
+    std::size_t peer_copies() const noexcept { return copies_; }
     /// Index of the worker this request runs on (its first chunk's, when split).
     std::uint32_t worker() const noexcept { return worker_; }
     /// Workers the request is split over (1 unless `split_batch_size` applies).
@@ -164,6 +173,8 @@ class backend {
     std::vector<detail::gpu_item> gpu_;
     /// The peers' VRAM mappings those copies use (kept while the request is prepared).
     std::vector<std::shared_ptr<detail::ipc_mapping>> gpu_maps_;
+    std::string copy_msg_;       ///< the copy request for the peer's copies (empty: none)
+    std::size_t copies_ = 0;     ///< descriptor pairs in it
     std::vector<chunk> chunks_;  ///< empty: one chunk, all items on `worker_`
     detail::op_slot* slot_ = nullptr;
     detail::peer_state* peer_ = nullptr;
@@ -267,6 +278,10 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   // the notification.
   if (!r.gpu_.empty()) {
     if (const status g = detail::gpu_copy(r.gpu_); g != status::success) return g;
+  }
+  if (!r.copy_msg_.empty()) {
+    if (const status c = eng_->delegate_copy(r.peer_, r.worker_, r.copy_msg_); c != status::success)
+      return c;
   }
 
   s->has_notif = notif.has_value();

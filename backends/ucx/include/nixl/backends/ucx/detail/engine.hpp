@@ -4,6 +4,7 @@
 /// concern in src/ (context, config, wire, progress, registration, peers, transfer); the few
 /// members the hot path needs are inline here.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <ucp/api/ucp.h>
 
 #include <nixl/backends/ucx/config.hpp>
+#include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/host_identity.hpp>
@@ -84,6 +86,8 @@ struct peer_state {
   ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
   int pidfd = -1;  ///< process watch (same host), or -1
+  /// The peer runs copy requests: its host memory <-> this process's VRAM (connection info).
+  bool host_copies = false;
   /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).
   std::shared_ptr<const std::atomic<bool>> local_alive;
   std::atomic<std::int64_t> next_probe_ns{0};
@@ -207,6 +211,19 @@ class engine {
   static void on_am_done(void* request, ucs_status_t st, void* user) noexcept;
 
   static constexpr unsigned notif_am_id = 0x4e;  // 'N'
+  static constexpr unsigned copy_am_id = 0x43;   // 'C': a copy request (wire.hpp)
+  static constexpr unsigned ack_am_id = 0x41;    // 'A': its answer
+  /// How long a post waits for the peer to answer a copy request.
+  static constexpr std::chrono::seconds copy_deadline{30};
+
+  /// Sends copy request `msg` (encoded without its token) to `p` on worker `w` and waits for
+  /// the answer, bounded by `copy_deadline` and the peer's failure.
+  status delegate_copy(peer_state* p, std::uint32_t w, std::string& msg) noexcept;
+  /// Host memory registered with this backend (the ranges a copy request may touch).
+  void add_host_region(std::uintptr_t addr, std::size_t len);
+  void remove_host_region(std::uintptr_t addr, std::size_t len) noexcept;
+  /// Whether this backend runs copy requests for its peers (advertised in its connection info).
+  bool runs_host_copies() const noexcept;
   /// How long `release` lets a request in flight finish before it abandons it.
   static constexpr std::chrono::milliseconds release_grace{20};
   /// How long unloading a live peer waits for what is still in flight to it.
@@ -238,6 +255,11 @@ class engine {
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t st) noexcept;
   static ucs_status_t on_notif(void* arg, const void* header, std::size_t header_len, void* data,
                                std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  static ucs_status_t on_copy(void* arg, const void* header, std::size_t header_len, void* data,
+                              std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  static ucs_status_t on_copy_ack(void* arg, const void* header, std::size_t header_len, void* data,
+                                  std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  status run_copy(std::string_view data, std::uint64_t& token) noexcept;
 
   config cfg_;
   std::string agent_name_;
@@ -277,6 +299,14 @@ class engine {
 
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;
+
+  // copy requests: host regions they may touch, peers' VRAM opened for them, and the posts
+  // waiting for answers (token -> status, in_progress until answered)
+  std::mutex copy_mu_;
+  std::multimap<std::uintptr_t, std::size_t> host_regions_;
+  std::map<std::array<char, 64>, std::shared_ptr<ipc_mapping>> foreign_vram_;
+  std::map<std::uint64_t, std::atomic<int>*> copy_waiters_;
+  std::atomic<std::uint64_t> copy_token_{1};
 
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::unique_fd wake_fd_;

@@ -1,0 +1,228 @@
+// Copy requests: a peer on this host whose VRAM meets this backend's host memory cannot have
+// CUDA map that memory in its process, so it asks this backend to run the copy (its VRAM opened
+// here from its CUDA IPC handle) and waits for the answer; its notification follows as usual.
+
+#include <chrono>
+
+#include <nixl/log.hpp>
+
+#include "internal.hpp"
+#include "wire.hpp"
+
+namespace nixl::ucx::detail {
+
+bool engine::runs_host_copies() const noexcept {
+  return NIXL_UCX_WITH_CUDA != 0 && cfg_.cuda_host_vram;
+}
+
+void engine::add_host_region(std::uintptr_t addr, std::size_t len) {
+  std::lock_guard lk(copy_mu_);
+  host_regions_.emplace(addr, len);
+}
+
+void engine::remove_host_region(std::uintptr_t addr, std::size_t len) noexcept {
+  std::lock_guard lk(copy_mu_);
+  auto [b, e] = host_regions_.equal_range(addr);
+  for (auto it = b; it != e; ++it)
+    if (it->second == len) {
+      host_regions_.erase(it);
+      return;
+    }
+}
+
+namespace {
+
+void on_ack_sent(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  warn_ucs(st, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
+  delete static_cast<std::string*>(user);
+}
+
+/// What a post waiting for a copy answer shares with the send's callback and the answer's
+/// handler; the last of the post and the callback to let go frees it.
+struct copy_wait {
+  std::atomic<int> result{static_cast<int>(status::in_progress)};
+  std::atomic<int> refs{2};
+  void drop() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+void on_copy_sent(void* request, ucs_status_t st, void* user) noexcept {
+  ucp_request_free(request);
+  auto* w = static_cast<copy_wait*>(user);
+  if (st != UCS_OK) {
+    // the answer will not come
+    int expected = static_cast<int>(status::in_progress);
+    w->result.compare_exchange_strong(expected, static_cast<int>(status::remote_disconnect),
+                                      std::memory_order_acq_rel);
+  }
+  w->drop();
+}
+
+}  // namespace
+
+status engine::run_copy(std::string_view data, std::uint64_t& token) noexcept {
+  try {
+    const wire::copy_request req = wire::parse_copy_request(data);
+    token = req.token;
+    if (!runs_host_copies()) return status::not_supported;
+    std::vector<gpu_item> items;
+    items.reserve(req.entries.size());
+    std::vector<std::shared_ptr<ipc_mapping>> keep;
+    for (const wire::copy_entry& e : req.entries) {
+      std::shared_ptr<ipc_mapping> m;
+      std::pair<std::uintptr_t, std::size_t> region{};
+      {
+        std::lock_guard lk(copy_mu_);
+        // only host memory this backend registered, whole ranges inside one region
+        auto it = host_regions_.upper_bound(e.host_addr);
+        bool inside = false;
+        while (it != host_regions_.begin() && !inside) {
+          --it;
+          inside = e.host_addr - it->first <= it->second &&
+                   e.len <= it->second - (e.host_addr - it->first);
+          if (inside) region = {it->first, it->second};
+        }
+        if (!inside) {
+          log::warn("UCX: refused a copy request for [{:#x}, +{}): not registered here",
+                    e.host_addr, e.len);
+          return status::invalid_param;
+        }
+        if (auto f = foreign_vram_.find(e.handle); f != foreign_vram_.end()) m = f->second;
+      }
+      if (!m) {
+        ipc_export x;
+        x.handle = e.handle;
+        x.uuid = e.uuid;
+        x.offset = e.vram_offset;
+        x.alloc_len = e.alloc_len;
+        m = gpu::open_ipc(x);
+        if (!m) return status::not_supported;
+        std::lock_guard lk(copy_mu_);
+        if (foreign_vram_.size() >= 4096) foreign_vram_.clear();  // bounded; reopened on use
+        foreign_vram_.emplace(e.handle, m);
+      }
+      const gpu::mapped w = gpu::where(*m);
+      if (w.size == 0 || e.vram_offset > w.size || e.len > w.size - e.vram_offset) {
+        log::warn("UCX: refused a copy request: {} bytes at offset {} of a peer allocation of {}",
+                  e.len, e.vram_offset, w.size);
+        return status::invalid_param;
+      }
+      gpu::pin(region.first, region.second, 0);  // the whole region, once
+      char* vram = w.base + e.vram_offset;
+      auto* host = reinterpret_cast<char*>(e.host_addr);
+      items.push_back(req.to_host ? gpu_item{host, vram, e.len, w.loc.ctx, w.loc.stream}
+                                  : gpu_item{vram, host, e.len, w.loc.ctx, w.loc.stream});
+      keep.push_back(std::move(m));
+    }
+    return gpu_copy(items);
+  } catch (const std::exception& ex) {
+    log::warn("UCX: dropped a malformed copy request of {} bytes: {}", data.size(), ex.what());
+    return status::invalid_param;
+  } catch (...) {
+    return status::backend;
+  }
+}
+
+ucs_status_t engine::on_copy(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                             const ucp_am_recv_param_t* param) noexcept {
+  auto* self = static_cast<engine*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    log::warn("UCX: dropped a copy request sent by rendezvous (not from a NIXL UCX agent)");
+    return UCS_OK;
+  }
+  std::uint64_t token = 0;
+  const status st = self->run_copy(std::string_view(static_cast<const char*>(data), len), token);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 || param->reply_ep == nullptr)
+    return UCS_OK;
+  try {
+    auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st));
+    ucp_request_param_t rp{};
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    rp.cb.send = &on_ack_sent;
+    rp.user_data = buf.get();
+    ucs_status_ptr_t r =
+        ucp_am_send_nbx(param->reply_ep, ack_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
+    if (UCS_PTR_IS_ERR(r))
+      warn_ucs(UCS_PTR_STATUS(r), "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
+    else if (r != nullptr)
+      buf.release();  // freed by on_ack_sent
+  } catch (...) {
+    log::error("UCX: out of memory answering a copy request");
+  }
+  return UCS_OK;
+}
+
+ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                                 const ucp_am_recv_param_t*) noexcept {
+  auto* self = static_cast<engine*>(arg);
+  const auto ack = wire::parse_copy_ack(std::string_view(static_cast<const char*>(data), len));
+  if (!ack) {
+    log::warn("UCX: dropped a malformed copy answer of {} bytes", len);
+    return UCS_OK;
+  }
+  std::lock_guard lk(self->copy_mu_);
+  if (auto it = self->copy_waiters_.find(ack->first); it != self->copy_waiters_.end()) {
+    it->second->store(static_cast<int>(ack->second), std::memory_order_release);
+    self->copy_waiters_.erase(it);
+  }
+  return UCS_OK;
+}
+
+status engine::delegate_copy(peer_state* p, std::uint32_t w, std::string& msg) noexcept {
+  copy_wait* cw = nullptr;
+  const std::uint64_t token = copy_token_.fetch_add(1, std::memory_order_relaxed);
+  wire::set_copy_token(msg, token);
+  try {
+    cw = new copy_wait;
+    std::lock_guard lk(copy_mu_);
+    copy_waiters_.emplace(token, &cw->result);
+  } catch (...) {
+    delete cw;
+    return status::backend;
+  }
+  auto forget = [&] {
+    std::lock_guard lk(copy_mu_);
+    copy_waiters_.erase(token);
+  };
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+  rp.cb.send = &on_copy_sent;
+  rp.user_data = cw;
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(p->eps[w], copy_am_id, nullptr, 0, msg.data(), msg.size(), &rp);
+  if (UCS_PTR_IS_ERR(r) || r == nullptr) cw->drop();  // no callback will come
+  if (UCS_PTR_IS_ERR(r)) {
+    forget();
+    cw->drop();
+    log::error("UCX: copy request to '{}': ucp_am_send_nbx: {}", p->name,
+               ucs_status_string(UCS_PTR_STATUS(r)));
+    return status::remote_disconnect;
+  }
+  kick(w);
+  const auto end = std::chrono::steady_clock::now() + copy_deadline;
+  // This thread progresses the worker itself (the answer comes within tens of microseconds;
+  // waking the progress thread for it would add its wake-up to every such post).
+  while (cw->result.load(std::memory_order_acquire) == static_cast<int>(status::in_progress) &&
+         !p->gone() && std::chrono::steady_clock::now() < end)
+    poll(w, p);
+  forget();  // a late answer finds no waiter
+  const int st = cw->result.load(std::memory_order_acquire);
+  cw->drop();
+  if (st == static_cast<int>(status::in_progress)) {
+    log::error("UCX: copy request to '{}': {}", p->name,
+               p->gone() ? "the peer is gone" : "no answer within the deadline");
+    return p->gone() ? status::remote_disconnect : status::backend;
+  }
+  if (st != static_cast<int>(status::success))
+    log::error("UCX: copy request to '{}' ended with {}", p->name,
+               to_string(static_cast<status>(st)));
+  return static_cast<status>(st);
+}
+
+}  // namespace nixl::ucx::detail

@@ -14,6 +14,7 @@
 #include "compat_support.hpp"
 #include "nixl.h"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/wait.hpp"
 
 using namespace compat_test;
 
@@ -47,8 +48,10 @@ class peer {
   ~peer() {
     if (to_ >= 0) ::close(to_);
     int st = 0;
-    for (int i = 0; i < 1000 && ::waitpid(pid_, &st, WNOHANG) == 0; ++i) ::usleep(10000);
-    if (::waitpid(pid_, &st, WNOHANG) == 0) {
+    // The peer exits once its input closes: wait up to 10 s (in time), then kill it.
+    const bool exited =
+        nixl::test::wait_until([&] { return ::waitpid(pid_, &st, WNOHANG) != 0; }, 10s);
+    if (!exited) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, &st, 0);
     }

@@ -91,9 +91,8 @@ def test_obj_errors(unique_name, s3rver, monkeypatch):
     h = a.initialize_xfer("READ", a.get_xfer_descs([(buf.ctypes.data, 4096, 0)], "DRAM"),
                           a.get_xfer_descs([(0, 4096, 1)], "OBJ"), a.name)
     with pytest.raises(nixl.nixlNotFoundError):
-        st = a.transfer(h)
-        while st == "PROC":
-            st = a.check_xfer_state(h)
+        if a.transfer(h) == "PROC":
+            wait_done(a, h)
     h.release()
     monkeypatch.delenv("AWS_DEFAULT_BUCKET", raising=False)
     no_bucket = {k: v for k, v in obj_params(s3rver).items() if k != "bucket"}

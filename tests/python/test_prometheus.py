@@ -45,8 +45,11 @@ while time.monotonic() < end:
     h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, n, 0)], "DRAM"),
                           a.get_xfer_descs([(dst.ctypes.data, n, 0)], "DRAM"), "prom-b")
     s = a.transfer(h)
-    while s == "PROC":
+    done_by = time.monotonic() + 10  # a deadline in time, not a count of polls
+    while s == "PROC" and time.monotonic() < done_by:
         s = a.check_xfer_state(h)
+    if s == "PROC":
+        sys.exit("transfer did not complete in 10 s")
     h.release()
     time.sleep(0.002)
 """

@@ -1,8 +1,10 @@
 // A NIXL program as written for NIXL 1.4: two agents, UCX, metadata exchange, a WRITE with a
 // notification. Built unchanged against nixl-cpp (find_package(nixl COMPONENTS compat)).
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "nixl.h"
@@ -36,11 +38,22 @@ int main() {
   extra.notif = "done";
   nixlXferReqH* req = nullptr;
   if (initiator.createXferReq(NIXL_WRITE, ls, ld, name, req, &extra) != NIXL_SUCCESS) return 1;
+  // Deadlines in time, not counts of polls: on a busy machine a poll may take much longer.
+  using steady = std::chrono::steady_clock;
   nixl_status_t s = initiator.postXferReq(req);
-  for (int i = 0; s == NIXL_IN_PROG && i < 10000000; ++i) s = initiator.getXferStatus(req);
-  if (s != NIXL_SUCCESS) return 1;
+  for (const auto end = steady::now() + std::chrono::seconds(30);
+       s == NIXL_IN_PROG && steady::now() < end;)
+    s = initiator.getXferStatus(req);
+  if (s != NIXL_SUCCESS) {
+    std::cout << "NIXL program: FAILED (transfer status " << static_cast<int>(s) << ")\n";
+    return 1;
+  }
   nixl_notifs_t notifs;
-  for (int i = 0; notifs["initiator"].empty() && i < 100000; ++i) target.getNotifs(notifs);
+  for (const auto end = steady::now() + std::chrono::seconds(30);
+       notifs["initiator"].empty() && steady::now() < end;) {
+    target.getNotifs(notifs);
+    std::this_thread::yield();
+  }
   initiator.releaseXferReq(req);
   initiator.deregisterMem(rs);
   target.deregisterMem(rd);

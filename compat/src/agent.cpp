@@ -6,16 +6,6 @@
 
 namespace nixl::compat {
 
-mem_kind kind_of(nixl_mem_t m) {
-  const int v = static_cast<int>(m);
-  if (v < 0 || v >= static_cast<int>(mem_kind_count))
-    raise(status::invalid_param,
-          "memory type {} is not a NIXL segment type; use DRAM_SEG, VRAM_SEG, BLK_SEG, OBJ_SEG "
-          "or FILE_SEG",
-          v);
-  return static_cast<mem_kind>(v);
-}
-
 xfer_op op_of(nixl_xfer_op_t op) {
   if (op != NIXL_READ && op != NIXL_WRITE)
     raise(status::invalid_param, "operation {} is neither NIXL_READ nor NIXL_WRITE",
@@ -61,17 +51,17 @@ thread_sync sync_of(nixl_thread_sync_t s) {
   }
 }
 
-/// What NIXL's nixlBackendH reports, from the backend type's concepts.
-template <class... B>
-void capabilities(detail::type_list<B...>, std::string_view name, bool& remote, bool& local,
-                  bool& notif) {
-  detail::for_each_type<B...>([&]<class T>() {
-    if (T::name == name) {
-      remote = remote_backend<T>;
-      local = loopback_backend<T>;
-      notif = notifying_backend<T>;
-    }
-  });
+/// nixlAgentConfig's fields as the facade's configuration.
+runtime::config runtime_config(const nixlAgentConfig& c) {
+  runtime::config r;
+  r.prog_thread = c.useProgThread;
+  r.listen_thread = c.useListenThread;
+  r.listen_port = c.listenPort;
+  r.sync = sync_of(c.syncMode);
+  r.capture_telemetry = c.captureTelemetry;
+  r.progress_delay = std::chrono::microseconds(c.pthrDelay);
+  r.etcd_watch_timeout = c.etcdWatchTimeout;
+  return r;
 }
 
 }  // namespace
@@ -81,62 +71,27 @@ using namespace nixl::compat;
 
 // nixlAgentData
 
-nixlAgentData::nixlAgentData(const std::string& name, const nixlAgentConfig& c) {
-  if (name.empty()) throw std::invalid_argument("nixlAgent: the agent name is empty");
-  nixl::agent_config cfg;
-  cfg.enable_prog_thread = c.useProgThread;
-  cfg.sync = nixl::compat::sync_of(c.syncMode);
-  cfg.capture_telemetry = c.captureTelemetry;
-  cfg.progress_delay = std::chrono::microseconds(c.pthrDelay);
-  agent_ = std::make_unique<agent_t>(name, std::move(cfg));
-#if defined(NIXL_HAS_METADATA)
-  nixl::metadata::config mc;
-  mc.listen = c.useListenThread;
-  mc.listen_port = c.listenPort;
-  mc.etcd_watch_timeout = c.etcdWatchTimeout;
-  exchange_ = std::make_unique<nixl::metadata::exchange>(*agent_, std::move(mc));
+nixlAgentData::nixlAgentData(const std::string& name, const nixlAgentConfig& c)
+    : rt(name, runtime_config(c)) {
   if (c.useListenThread)
-    nixl::log::info("agent '{}': MD listener is listening on port {}", name, exchange_->port());
-#else
-  if (c.useListenThread)
-    throw nixl::error(nixl::status::not_supported,
-                      "nixlAgent: useListenThread needs the metadata exchange; build with "
-                      "NIXL_WITH_METADATA=ON");
-#endif
-}
-
-nixlAgentData::~nixlAgentData() {
-  // Requests and prepared lists point into the agent, and the exchange's threads call it: all
-  // go before the agent.
-  {
-    std::lock_guard g(mutex_);
-    for (auto* r : reqs_) delete r;
-    reqs_.clear();
-    for (auto* d : dlists_) delete d;
-    dlists_.clear();
-  }
-#if defined(NIXL_HAS_METADATA)
-  exchange_.reset();
-#endif
-  agent_.reset();
+    nixl::log::info("agent '{}': MD listener is listening on port {}", name, rt.listen_port());
 }
 
 nixlBackendH* nixlAgentData::backend(std::string_view name) {
+  const auto* b = rt.find_backend(name);
+  if (b == nullptr) return nullptr;
   std::lock_guard g(backends_mutex_);
-  for (auto& b : backends_)
-    if (b->type_ == name) return b.get();
-  if (!agent_->has_backend(name)) return nullptr;
-  bool remote = false, local = false, notif = false;
-  nixl::compat::capabilities(agent_t::backend_types{}, name, remote, local, notif);
-  backends_.push_back(
-      std::unique_ptr<nixlBackendH>(new nixlBackendH(std::string(name), remote, local, notif)));
-  return backends_.back().get();
+  for (auto& [k, h] : backends_)
+    if (k == b) return h.get();
+  backends_.emplace_back(
+      b, std::unique_ptr<nixlBackendH>(new nixlBackendH(b->name, b->remote, b->local, b->notif)));
+  return backends_.back().second.get();
 }
 
 bool nixlAgentData::owns(const nixlBackendH* b) const noexcept {
   std::lock_guard g(backends_mutex_);
-  for (const auto& p : backends_)
-    if (p.get() == b) return true;
+  for (const auto& [k, h] : backends_)
+    if (h.get() == b) return true;
   return false;
 }
 
@@ -148,27 +103,10 @@ nixl::backend_options nixlAgentData::options(const nixl_opt_args_t* x) const {
       nixl::raise(nixl::status::invalid_param,
                   "backend handle {} is not a backend of agent '{}'; use the handle its "
                   "createBackend gave",
-                  static_cast<const void*>(b), agent_->name());
+                  static_cast<const void*>(b), rt.name());
     o.backends.push_back(b->getType());
   }
   return o;
-}
-
-void nixlAgentData::keep(nixlXferReqH* h) {
-  std::lock_guard g(mutex_);
-  reqs_.insert(h);
-}
-void nixlAgentData::forget(nixlXferReqH* h) noexcept {
-  std::lock_guard g(mutex_);
-  reqs_.erase(h);
-}
-void nixlAgentData::keep(nixlDlistH* h) {
-  std::lock_guard g(mutex_);
-  dlists_.insert(h);
-}
-void nixlAgentData::forget(nixlDlistH* h) noexcept {
-  std::lock_guard g(mutex_);
-  dlists_.erase(h);
 }
 
 // nixlAgent: construction and backends
@@ -179,10 +117,7 @@ nixlAgent::nixlAgent(const std::string& name, const nixlAgentConfig& cfg)
 nixlAgent::~nixlAgent() = default;
 
 nixl_status_t nixlAgent::getAvailPlugins(std::vector<nixl_backend_t>& plugins) {
-  return guarded("getAvailPlugins", [&] {
-    plugins.clear();
-    for (auto n : agent_t::available_backends()) plugins.emplace_back(n);
-  });
+  return guarded("getAvailPlugins", [&] { plugins = nixl::runtime::agent::available_backends(); });
 }
 
 nixl_status_t nixlAgent::getPluginParams(const nixl_backend_t& type, nixl_mem_list_t& mems,
@@ -210,8 +145,7 @@ nixl_status_t nixlAgent::createBackend(const nixl_backend_t& type, const nixl_b_
                                        nixlBackendH*& backend) {
   return guarded("createBackend", [&] {
     nixl::params p(params.begin(), params.end());
-    data->agent().create_backend(type, p);
-    backend = data->backend(type);
+    backend = data->backend(data->rt.create_backend(type, p).name);
   });
 }
 

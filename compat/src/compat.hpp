@@ -1,7 +1,8 @@
 #pragma once
-// What the files of nixl::compat share: the agent type (one nixl::agent of every backend this
-// build links), the objects behind NIXL's opaque handles, and the conversions between NIXL's
-// types and the core's. Internal: programs see only nixl.h and the headers it includes.
+// What the files of nixl::compat share: the run-time facade (nixl::runtime: one nixl::agent of
+// every backend this build links, its metadata exchange and the objects it hands out) behind
+// NIXL's opaque handles, and the conversions between NIXL's types and the core's. Internal:
+// programs see only nixl.h and the headers it includes.
 
 #include <cstdint>
 #include <exception>
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/nixl.hpp>  // the core and every linked component (NIXL_HAS_<NAME>)
+#include <nixl/runtime/agent.hpp>  // the run-time facade, the core and every linked component
 
 #include "nixl.h"
 
@@ -23,9 +24,7 @@ namespace nixl::compat {
 
 /// Every backend of the build, in the umbrella's order; new backends join through
 /// nixl::enabled_backends without changes here.
-using agent_t = nixl::agent_over<nixl::enabled_backends>;
-using prepared_t = typename agent_t::prepared;
-using request_t = typename agent_t::xfer_request;
+using runtime::agent_t;
 
 inline nixl_status_t to_nixl(nixl::status s) noexcept {
   return static_cast<nixl_status_t>(s);
@@ -58,7 +57,9 @@ nixl_status_t guarded(std::string_view call, F&& f) noexcept {
 }
 
 /// NIXL's segment type as a core kind; throws invalid_param for a value outside DRAM..FILE.
-mem_kind kind_of(nixl_mem_t m);
+inline mem_kind kind_of(nixl_mem_t m) {
+  return runtime::kind_of(static_cast<int>(m));
+}
 inline nixl_mem_t mem_of(mem_kind k) noexcept {
   return static_cast<nixl_mem_t>(static_cast<int>(k));
 }
@@ -71,21 +72,17 @@ nixl_mem_list_t to_nixl(const std::vector<mem_kind>& ks);
 
 }  // namespace nixl::compat
 
-/// What a nixlAgent holds: the agent, its metadata exchange, its backends' handles and the
-/// requests and prepared lists it handed out (freed with the agent if the program did not).
+/// What a nixlAgent holds: the run-time facade (the agent, its metadata exchange, the requests
+/// and prepared lists it handed out, freed with it if the program did not) and NIXL's face of
+/// each backend handle.
 class nixlAgentData {
  public:
   nixlAgentData(const std::string& name, const nixlAgentConfig& cfg);
-  ~nixlAgentData();
   nixlAgentData(const nixlAgentData&) = delete;
   nixlAgentData& operator=(const nixlAgentData&) = delete;
 
-  nixl::compat::agent_t& agent() noexcept { return *agent_; }
-#if defined(NIXL_HAS_METADATA)
-  nixl::metadata::exchange& exchange() noexcept {
-    return *exchange_;
-  }
-#endif
+  nixl::runtime::agent rt;
+  nixl::compat::agent_t& agent() noexcept { return rt.core(); }
 
   /// The handle of backend `name` (created on first call); null when it was not created.
   nixlBackendH* backend(std::string_view name);
@@ -94,36 +91,20 @@ class nixlAgentData {
   /// Backend names of optional arguments; throws invalid_param for a handle of another agent.
   nixl::backend_options options(const nixl_opt_args_t* x) const;
 
-  /// Registry of handles given out (creation and release only; never on post or status).
-  void keep(nixlXferReqH* h);
-  void forget(nixlXferReqH* h) noexcept;
-  void keep(nixlDlistH* h);
-  void forget(nixlDlistH* h) noexcept;
-
  private:
-  std::unique_ptr<nixl::compat::agent_t> agent_;
-#if defined(NIXL_HAS_METADATA)
-  std::unique_ptr<nixl::metadata::exchange> exchange_;
-#endif
   mutable std::mutex backends_mutex_;  ///< createBackend may run beside data-path calls
-  std::vector<std::unique_ptr<nixlBackendH>> backends_;
-  std::mutex mutex_;
-  std::unordered_set<nixlXferReqH*> reqs_;
-  std::unordered_set<nixlDlistH*> dlists_;
+  /// NIXL's nixlBackendH of each of the facade's backends.
+  std::vector<std::pair<const nixl::runtime::backend*, std::unique_ptr<nixlBackendH>>> backends_;
 };
 
-/// A transfer request: the core's run-time-dispatched request and the agent it belongs to.
-class nixlXferReqH {
+/// A transfer request: the facade's (the core's run-time-dispatched request and its agent).
+class nixlXferReqH : public nixl::runtime::request {
  public:
-  explicit nixlXferReqH(nixlAgentData* o) noexcept : owner(o) {}
-  nixlAgentData* const owner;
-  nixl::compat::request_t req;
+  using request::request;
 };
 
-/// A prepared descriptor list.
-class nixlDlistH {
+/// A prepared descriptor list: the facade's.
+class nixlDlistH : public nixl::runtime::prepared {
  public:
-  explicit nixlDlistH(nixlAgentData* o) noexcept : owner(o) {}
-  nixlAgentData* const owner;
-  nixl::compat::prepared_t list;
+  using prepared::prepared;
 };

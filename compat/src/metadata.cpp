@@ -11,36 +11,27 @@ using namespace nixl::compat;
 
 namespace {
 
-#if defined(NIXL_HAS_METADATA)
 /// Where `x` sends a metadata call: a peer's listener when ipAddr is set, else the central store.
-nixl::metadata::target target_of(const nixl_opt_args_t* x, bool with_label) {
-  nixl::metadata::target t;
-  if (x == nullptr) return t;
-  if (x->port < 0 || x->port > 65535)
-    nixl::raise(nixl::status::invalid_param, "port {} is not a TCP port", x->port);
-  t.ip = x->ipAddr;
-  t.port = static_cast<std::uint16_t>(x->port == 0 ? default_comm_port : x->port);
-  if (with_label) t.label = x->metadataLabel;
-  return t;
+nixl::runtime::address address_of(const nixl_opt_args_t* x, bool with_label) {
+  if (x == nullptr) return {};
+  return nixl::runtime::address_of(x->ipAddr, x->port, with_label ? x->metadataLabel : "");
 }
 
 /// Surfaces the error of an operation that already ended (the exchange runs no thread, or it
 /// failed at once); an operation still under way is left to run.
-void settle(std::future<void>&& f) {
+template <class Future>
+void settle(Future&& f) {
   if (f.valid() && f.wait_for(std::chrono::seconds(0)) == std::future_status::ready) f.get();
 }
-#endif
 
+/// Runs exchange call `f(exchange, target)` towards the address in `x`.
 template <class F>
-nixl_status_t with_exchange(std::string_view call, F&& f) {
-#if defined(NIXL_HAS_METADATA)
-  return guarded(call, [&] { settle(f()); });
-#else
-  (void)f;
-  nixl::log::error("{}: this build has no metadata exchange; build with NIXL_WITH_METADATA=ON",
-                   call);
-  return NIXL_ERR_NOT_SUPPORTED;
-#endif
+nixl_status_t with_exchange(nixlAgentData& d, std::string_view call, const nixl_opt_args_t* x,
+                            bool with_label, F&& f) {
+  return guarded(call, [&] {
+    d.rt.with_exchange(call, address_of(x, with_label),
+                       [&](auto& ex, const auto& t) { settle(f(ex, t)); });
+  });
 }
 
 }  // namespace
@@ -82,29 +73,27 @@ nixl_status_t nixlAgent::checkRemoteMD(const std::string remote_name,
 }
 
 nixl_status_t nixlAgent::sendLocalMD(const nixl_opt_args_t* extra_params) const {
-  return with_exchange("sendLocalMD", [&] {
-    return data->exchange().send_local_metadata(target_of(extra_params, false));
-  });
+  return with_exchange(*data, "sendLocalMD", extra_params, false,
+                       [](auto& x, const auto& t) { return x.send_local_metadata(t); });
 }
 
 nixl_status_t nixlAgent::sendLocalPartialMD(const nixl_reg_dlist_t& descs,
                                             const nixl_opt_args_t* extra_params) const {
-  return with_exchange("sendLocalPartialMD", [&] {
-    const bool conn = extra_params != nullptr && extra_params->includeConnInfo;
-    return data->exchange().send_partial_metadata(
-        to_core(descs), conn, target_of(extra_params, true), data->options(extra_params));
-  });
+  const bool conn = extra_params != nullptr && extra_params->includeConnInfo;
+  return with_exchange(
+      *data, "sendLocalPartialMD", extra_params, true, [&](auto& x, const auto& t) {
+        return x.send_partial_metadata(to_core(descs), conn, t, data->options(extra_params));
+      });
 }
 
 nixl_status_t nixlAgent::fetchRemoteMD(const std::string remote_name,
                                        const nixl_opt_args_t* extra_params) {
-  return with_exchange("fetchRemoteMD", [&] {
-    return data->exchange().fetch_remote_metadata(remote_name, target_of(extra_params, true));
+  return with_exchange(*data, "fetchRemoteMD", extra_params, true, [&](auto& x, const auto& t) {
+    return x.fetch_remote_metadata(remote_name, t);
   });
 }
 
 nixl_status_t nixlAgent::invalidateLocalMD(const nixl_opt_args_t* extra_params) const {
-  return with_exchange("invalidateLocalMD", [&] {
-    return data->exchange().invalidate_local_metadata(target_of(extra_params, false));
-  });
+  return with_exchange(*data, "invalidateLocalMD", extra_params, false,
+                       [](auto& x, const auto& t) { return x.invalidate_local_metadata(t); });
 }

@@ -27,11 +27,10 @@ nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool on
   return o;
 }
 
-/// Owns a new request handle until it is registered with its agent.
-nixl_status_t hand_out(nixlAgentData& d, std::unique_ptr<nixlXferReqH> h, nixlXferReqH*& out) {
-  d.keep(h.get());
-  out = h.release();
-  return NIXL_SUCCESS;
+/// True when `h` was handed out by the agent of `d`.
+template <class H>
+bool ours(const nixlAgentData& d, const H* h) noexcept {
+  return h != nullptr && h->owner == &d.rt;
 }
 
 }  // namespace
@@ -41,14 +40,11 @@ nixl_status_t hand_out(nixlAgentData& d, std::unique_ptr<nixlXferReqH> h, nixlXf
 nixl_status_t nixlAgent::prepXferDlist(const std::string& agent_name,
                                        const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
                                        const nixl_opt_args_t* extra_params) const {
-  std::unique_ptr<nixlDlistH> h;
-  const auto s = guarded("prepXferDlist", [&] {
-    h = std::make_unique<nixlDlistH>(data.get());
+  return guarded("prepXferDlist", [&] {
+    auto h = std::make_shared<nixlDlistH>(data->rt);
     h->list = data->agent().prepare_list(agent_name, to_core(descs), data->options(extra_params));
-    data->keep(h.get());
+    dlist_hndl = data->rt.lists.keep(std::move(h));
   });
-  if (s == NIXL_SUCCESS) dlist_hndl = h.release();
-  return s;
 }
 
 nixl_status_t nixlAgent::prepXferDlist(const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
@@ -57,9 +53,8 @@ nixl_status_t nixlAgent::prepXferDlist(const nixl_xfer_dlist_t& descs, nixlDlist
 }
 
 nixl_status_t nixlAgent::releasedDlistH(nixlDlistH* dlist_hndl) const {
-  if (dlist_hndl == nullptr || dlist_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
-  data->forget(dlist_hndl);
-  delete dlist_hndl;
+  if (!ours(*data, dlist_hndl)) return NIXL_ERR_INVALID_PARAM;
+  data->rt.lists.drop(dlist_hndl);
   return NIXL_SUCCESS;
 }
 
@@ -71,26 +66,22 @@ nixl_status_t nixlAgent::makeXferReq(const nixl_xfer_op_t& operation, const nixl
                                      const std::vector<int>& remote_indices,
                                      nixlXferReqH*& req_hndl,
                                      const nixl_opt_args_t* extra_params) const {
-  if (local_side == nullptr || remote_side == nullptr || local_side->owner != data.get() ||
-      remote_side->owner != data.get())
-    return NIXL_ERR_INVALID_PARAM;
+  if (!ours(*data, local_side) || !ours(*data, remote_side)) return NIXL_ERR_INVALID_PARAM;
   if (!local_side->list.is_local() || remote_side->list.is_local()) {
     nixl::log::error(
         "makeXferReq: the local side must be prepared for NIXL_INIT_AGENT and the remote side "
         "for a remote agent (or this agent's own name)");
     return NIXL_ERR_INVALID_PARAM;
   }
-  std::unique_ptr<nixlXferReqH> h;
-  const auto s = guarded("makeXferReq", [&] {
+  return guarded("makeXferReq", [&] {
     const auto op = op_of(operation);
     // NIXL's makeXferReq does not pass customParam on.
     auto o = xfer_opts(*data, extra_params, false);
-    h = std::make_unique<nixlXferReqH>(data.get());
+    auto h = std::make_shared<nixlXferReqH>(data->rt);
     h->req = data->agent().make_request(op, local_side->list, local_indices, remote_side->list,
                                         remote_indices, o);
+    req_hndl = data->rt.requests.keep(std::move(h));
   });
-  if (s != NIXL_SUCCESS) return s;
-  return guarded("makeXferReq", [&] { hand_out(*data, std::move(h), req_hndl); });
 }
 
 nixl_status_t nixlAgent::createXferReq(const nixl_xfer_op_t& operation,
@@ -98,16 +89,14 @@ nixl_status_t nixlAgent::createXferReq(const nixl_xfer_op_t& operation,
                                        const nixl_xfer_dlist_t& remote_descs,
                                        const std::string& remote_agent, nixlXferReqH*& req_hndl,
                                        const nixl_opt_args_t* extra_params) const {
-  std::unique_ptr<nixlXferReqH> h;
-  const auto s = guarded("createXferReq", [&] {
+  return guarded("createXferReq", [&] {
     const auto op = op_of(operation);
     auto o = xfer_opts(*data, extra_params, true);
-    h = std::make_unique<nixlXferReqH>(data.get());
+    auto h = std::make_shared<nixlXferReqH>(data->rt);
     h->req = data->agent().create_request(op, to_core(local_descs), to_core(remote_descs),
                                           remote_agent, o);
+    req_hndl = data->rt.requests.keep(std::move(h));
   });
-  if (s != NIXL_SUCCESS) return s;
-  return guarded("createXferReq", [&] { hand_out(*data, std::move(h), req_hndl); });
 }
 
 nixl_status_t nixlAgent::estimateXferCost(const nixlXferReqH* req_hndl,
@@ -116,7 +105,7 @@ nixl_status_t nixlAgent::estimateXferCost(const nixlXferReqH* req_hndl,
                                           nixl_cost_t& method,
                                           const nixl_opt_args_t* extra_params) const {
   (void)extra_params;
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
   std::optional<std::chrono::microseconds> e;
   const auto s =
       guarded("estimateXferCost", [&] { e = data->agent().estimate_cost(req_hndl->req); });
@@ -132,7 +121,7 @@ nixl_status_t nixlAgent::estimateXferCost(const nixlXferReqH* req_hndl,
 
 nixl_status_t nixlAgent::postXferReq(nixlXferReqH* req_hndl,
                                      const nixl_opt_args_t* extra_params) const {
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) [[unlikely]]
+  if (!ours(*data, req_hndl)) [[unlikely]]
     return NIXL_ERR_INVALID_PARAM;
   if (extra_params == nullptr) return to_nixl(req_hndl->req.post());
   // With arguments, their notification replaces the stored one (none clears it), as in NIXL.
@@ -144,14 +133,14 @@ nixl_status_t nixlAgent::postXferReq(nixlXferReqH* req_hndl,
 }
 
 nixl_status_t nixlAgent::getXferStatus(nixlXferReqH* req_hndl) const {
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) [[unlikely]]
+  if (!ours(*data, req_hndl)) [[unlikely]]
     return NIXL_ERR_INVALID_PARAM;
   return to_nixl(req_hndl->req.status());
 }
 
 nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
                                           nixl_xfer_telem_t& telemetry) const {
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
   nixl::xfer_telemetry t{};
   const auto s = req_hndl->req.telemetry(t);
   if (s != nixl::status::success) return to_nixl(s);
@@ -165,7 +154,7 @@ nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
 
 nixl_status_t nixlAgent::queryXferBackend(const nixlXferReqH* req_hndl,
                                           nixlBackendH*& backend) const {
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
+  if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
   return guarded("queryXferBackend", [&] {
     auto* b = data->backend(req_hndl->req.backend_name());
     if (b == nullptr)
@@ -175,16 +164,13 @@ nixl_status_t nixlAgent::queryXferBackend(const nixlXferReqH* req_hndl,
 }
 
 nixl_status_t nixlAgent::releaseXferReq(nixlXferReqH* req_hndl) const {
-  if (req_hndl == nullptr || req_hndl->owner != data.get()) return NIXL_ERR_INVALID_PARAM;
-  const auto s = req_hndl->req.release();
-  if (s == nixl::status::repost_active) {
+  if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
+  if (data->rt.release(*req_hndl) == nixl::status::repost_active) {
     nixl::log::error(
         "releaseXferReq: the backend could not cancel the transfer in flight; the handle stays "
         "valid, wait for it to finish and release again");
     return NIXL_ERR_REPOST_ACTIVE;
   }
-  data->forget(req_hndl);
-  delete req_hndl;
   return NIXL_SUCCESS;
 }
 

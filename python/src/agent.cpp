@@ -17,53 +17,29 @@ py::tuple params_tuple(const std::pair<params, std::vector<mem_kind>>& p) {
   return py::make_tuple(d, mems);
 }
 
+/// nixlAgentConfig's fields as the facade's configuration.
+runtime::config runtime_config(const py_config& c) {
+  runtime::config r;
+  r.prog_thread = c.useProgThread;
+  r.listen_thread = c.useListenThread;
+  r.listen_port = c.listenPort;
+  r.sync = c.syncMode;
+  r.capture_telemetry = c.captureTelemetry;
+  r.progress_delay = std::chrono::microseconds(c.pthrDelay);
+  r.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
+  r.listen_address = c.listenAddress;
+  r.metadata_secret = c.metadataSecret;
+  return r;
+}
+
 }  // namespace
 
-py_agent::py_agent(const std::string& name, const py_config& c) {
-  if (name.empty()) throw std::invalid_argument("nixlAgent: the agent name is empty");
-  if (c.listenPort < 0 || c.listenPort > 65535)
-    throw nixl::error(
-        status::invalid_param,
-        fmt::format("nixlAgentConfig: listenPort {} is not a TCP port", c.listenPort));
-  agent_config cfg;
-  cfg.enable_prog_thread = c.useProgThread;
-  cfg.sync = c.syncMode;
-  cfg.capture_telemetry = c.captureTelemetry;
-  cfg.progress_delay = std::chrono::microseconds(c.pthrDelay);
-  agent_ = std::make_unique<agent_t>(name, std::move(cfg));
-#if defined(NIXL_HAS_METADATA)
-  metadata::config mc;
-  mc.listen = c.useListenThread;
-  mc.listen_port = static_cast<std::uint16_t>(c.listenPort);
-  mc.listen_address = c.listenAddress;
-  mc.metadata_secret = c.metadataSecret;
-  mc.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
-  exchange_ = std::make_unique<metadata::exchange>(*agent_, std::move(mc));
-#else
-  if (c.useListenThread)
-    throw nixl::error(status::not_supported,
-                      "nixlAgent: useListenThread needs the metadata exchange; build with "
-                      "NIXL_WITH_METADATA=ON");
-#endif
-}
-
-py_agent::~py_agent() {
-  // Requests and prepared lists must go before the agent they point into, and the exchange
-  // (whose threads call the agent) before the agent.
-  reqs_.clear();
-  dlists_.clear();
-#if defined(NIXL_HAS_METADATA)
-  exchange_.reset();
-#endif
-  agent_.reset();
-}
+py_agent::py_agent(const std::string& name, const py_config& c) : rt_(name, runtime_config(c)) {}
 
 // Backends
 
 std::vector<std::string> py_agent::avail_plugins() const {
-  std::vector<std::string> out;
-  for (auto n : agent_t::available_backends()) out.emplace_back(n);
-  return out;
+  return runtime::agent::available_backends();
 }
 
 py::tuple py_agent::plugin_params(const std::string& name) const {
@@ -73,40 +49,27 @@ py::tuple py_agent::plugin_params(const std::string& name) const {
 std::uintptr_t py_agent::create_backend(const std::string& name,
                                         const std::map<std::string, std::string>& p) {
   params prm(p.begin(), p.end());
-  {
-    py::gil_scoped_release rel;
-    agent_->create_backend(name, prm);
-  }
-  auto h = std::make_unique<std::string>(name);
-  const auto id = reinterpret_cast<std::uintptr_t>(h.get());
-  backends_.emplace(id, std::move(h));
-  return id;
+  py::gil_scoped_release rel;
+  return reinterpret_cast<std::uintptr_t>(&rt_.create_backend(name, prm));
 }
 
 const std::string& py_agent::backend_name(std::uintptr_t h) const {
-  auto it = backends_.find(h);
-  if (it == backends_.end())
-    throw nixl::error(status::invalid_param,
-                      fmt::format("backend handle {:#x} is not a backend of this agent; use the "
-                                  "handle createBackend returned",
-                                  h));
-  return *it->second;
+  return rt_.checked(reinterpret_cast<const void*>(h)).name;
 }
 
-std::uintptr_t py_agent::backend_handle(std::string_view name) const {
-  for (const auto& [id, n] : backends_)
-    if (*n == name) return id;
-  return 0;
+std::uintptr_t py_agent::backend_handle(std::string_view name) {
+  return reinterpret_cast<std::uintptr_t>(rt_.find_backend(name));
 }
 
 py::tuple py_agent::backend_params(std::uintptr_t h) const {
-  return params_tuple(agent_->backend_params(backend_name(h)));
+  return params_tuple(rt_.core().backend_params(backend_name(h)));
 }
 
 backend_options py_agent::options(const std::vector<std::uintptr_t>& hs) const {
-  backend_options o;
-  for (auto h : hs) o.backends.push_back(backend_name(h));
-  return o;
+  std::vector<const runtime::backend*> bs;
+  bs.reserve(hs.size());
+  for (auto h : hs) bs.push_back(reinterpret_cast<const runtime::backend*>(h));
+  return rt_.options(bs);
 }
 
 // Memory
@@ -114,14 +77,14 @@ backend_options py_agent::options(const std::vector<std::uintptr_t>& hs) const {
 status py_agent::register_mem(const reg_dlist& l, const std::vector<std::uintptr_t>& bs) {
   auto o = options(bs);
   py::gil_scoped_release rel;
-  agent_->register_memory(l, o);
+  get().register_memory(l, o);
   return status::success;
 }
 
 status py_agent::deregister_mem(const reg_dlist& l, const std::vector<std::uintptr_t>& bs) {
   auto o = options(bs);
   py::gil_scoped_release rel;
-  agent_->deregister_memory(l, o);
+  get().deregister_memory(l, o);
   return status::success;
 }
 
@@ -130,7 +93,7 @@ py::list py_agent::query_mem(const reg_dlist& l, std::uintptr_t b) {
   std::vector<std::optional<params>> r;
   {
     py::gil_scoped_release rel;
-    r = agent_->query_memory(l, o);
+    r = get().query_memory(l, o);
   }
   py::list out;
   for (const auto& e : r) {

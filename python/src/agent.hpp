@@ -1,6 +1,7 @@
 #pragma once
-// nixlAgent's C++ side: one nixl::agent of every enabled backend, the objects Python holds by
-// handle (backends, prepared lists, requests) and, in a build with it, the metadata exchange.
+// nixlAgent's C++ side: the run-time facade (nixl::runtime::agent: the agent, its metadata
+// exchange and the objects it hands out) adapted to Python: handles cross as integers (the
+// addresses of the facade's objects), calls release the GIL, results become Python objects.
 // The members are defined by concern: agent.cpp (construction, backends, memory), transfers.cpp
 // (prepared lists, requests, notifications), metadata.cpp (the exchange).
 
@@ -10,7 +11,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,11 +44,10 @@ struct py_telemetry {
 class py_agent {
  public:
   py_agent(const std::string& name, const py_config& c);
-  ~py_agent();
   py_agent(const py_agent&) = delete;
   py_agent& operator=(const py_agent&) = delete;
 
-  agent_t& get() { return *agent_; }
+  agent_t& get() { return rt_.core(); }
 
   // -- backends (agent.cpp) --
   std::vector<std::string> avail_plugins() const;
@@ -56,7 +55,7 @@ class py_agent {
   std::uintptr_t create_backend(const std::string& name,
                                 const std::map<std::string, std::string>& p);
   const std::string& backend_name(std::uintptr_t h) const;
-  std::uintptr_t backend_handle(std::string_view name) const;
+  std::uintptr_t backend_handle(std::string_view name);
   py::tuple backend_params(std::uintptr_t h) const;
   /// The backends named by handles (none: the agent chooses).
   backend_options options(const std::vector<std::uintptr_t>& hs) const;
@@ -69,7 +68,7 @@ class py_agent {
   // -- prepared lists and requests (transfers.cpp) --
   std::uintptr_t prep_dlist(std::string agent, const xfer_dlist& l,
                             const std::vector<std::uintptr_t>& bs);
-  std::shared_ptr<prepared_t> dlist(std::uintptr_t h) const;
+  std::shared_ptr<runtime::prepared> dlist(std::uintptr_t h) const;
   void release_dlist(std::uintptr_t h);
   std::uintptr_t make_req(xfer_op op, std::uintptr_t lh, py::object li, std::uintptr_t rh,
                           py::object ri, const std::string& notif,
@@ -77,7 +76,7 @@ class py_agent {
   std::uintptr_t create_req(xfer_op op, const xfer_dlist& l, const xfer_dlist& r,
                             const std::string& remote, const std::string& notif,
                             const std::vector<std::uintptr_t>& bs);
-  std::shared_ptr<request_t> req(std::uintptr_t h) const;
+  std::shared_ptr<runtime::request> req(std::uintptr_t h) const;
   status post(std::uintptr_t h, const std::string& notif);
   status xfer_status(std::uintptr_t h);
   void release_req(std::uintptr_t h);
@@ -95,18 +94,12 @@ class py_agent {
   template <class F>
   void with_exchange(std::string_view call, const std::string& ip, int port,
                      const std::string& label, F&& f);
-  std::uint16_t listen_port() const noexcept;
+  std::uint16_t listen_port() const noexcept { return rt_.listen_port(); }
 
  private:
   std::uintptr_t keep(request_t&& r);
 
-  std::unique_ptr<agent_t> agent_;
-#if defined(NIXL_HAS_METADATA)
-  std::unique_ptr<metadata::exchange> exchange_;
-#endif
-  std::unordered_map<std::uintptr_t, std::unique_ptr<std::string>> backends_;
-  std::unordered_map<std::uintptr_t, std::shared_ptr<prepared_t>> dlists_;
-  std::unordered_map<std::uintptr_t, std::shared_ptr<request_t>> reqs_;
+  runtime::agent rt_;
 };
 
 }  // namespace nixl::python

@@ -8,30 +8,11 @@ namespace nixl::python {
 template <class F>
 void py_agent::with_exchange(std::string_view call, const std::string& ip, int port,
                              const std::string& label, F&& f) {
-  if (port < 0 || port > 65535)
-    throw nixl::error(status::invalid_param, fmt::format("port {} is not a TCP port", port));
-#if defined(NIXL_HAS_METADATA)
-  metadata::target t;
-  t.ip = ip;
-  t.port = static_cast<std::uint16_t>(port == 0 ? default_comm_port : port);
-  t.label = label;
-  py::gil_scoped_release rel;
-  (void)f(*exchange_, t);
-#else
-  (void)ip, (void)label, (void)f;
-  throw nixl::error(status::not_supported,
-                    fmt::format("{}: this build has no metadata exchange; build with "
-                                "NIXL_WITH_METADATA=ON",
-                                call));
-#endif
-}
-
-std::uint16_t py_agent::listen_port() const noexcept {
-#if defined(NIXL_HAS_METADATA)
-  return exchange_->port();
-#else
-  return 0;
-#endif
+  const auto where = runtime::address_of(ip, port, label);
+  rt_.with_exchange(call, where, [&](auto& x, const auto& t) {
+    py::gil_scoped_release rel;
+    (void)f(x, t);
+  });
 }
 
 void bind_metadata(py::class_<py_agent>& c) {

@@ -19,19 +19,18 @@
 #include <cstdint>
 #include <string_view>
 
-#include <nixl/nixl.hpp>  // the core and every linked component (NIXL_HAS_<NAME>)
+#include <nixl/runtime/agent.hpp>  // the run-time facade, the core and every linked component
 
 namespace nixl::python {
 
 namespace py = pybind11;
 
-// The agent type: every backend this build links, in a fixed order (UCX, POSIX, CUDA).
-using agent_t = nixl::agent_over<nixl::enabled_backends>;
-using prepared_t = typename agent_t::prepared;
-using request_t = typename agent_t::xfer_request;
-
-/// NIXL's default_comm_port: the metadata listener's port.
-inline constexpr int default_comm_port = 8888;
+// The agent type: every backend this build links, in the umbrella's order (UCX, POSIX, CUDA,
+// GDS, GDS_MT, LIBFABRIC, OBJ, AZURE_BLOB, each as built), behind the run-time facade.
+using runtime::agent_t;
+using runtime::default_comm_port;
+using runtime::prepared_t;
+using runtime::request_t;
 
 /// NIXL's nixl_cost_t.
 enum class cost_method : std::int32_t { analytical_backend = 0 };

@@ -1,5 +1,6 @@
 // nixlAgent: prepared lists, transfer requests and notifications (agent.hpp), and the binding of
-// those methods. Requests and prepared lists cross into Python as handles (their addresses).
+// those methods. Requests and prepared lists cross into Python as handles (the addresses of the
+// facade's objects, which it owns until they are released or the agent goes).
 
 #include <chrono>
 
@@ -25,36 +26,29 @@ std::uintptr_t py_agent::prep_dlist(std::string agent, const xfer_dlist& l,
                                     const std::vector<std::uintptr_t>& bs) {
   if (agent == "NIXL_INIT_AGENT") agent.clear();
   auto o = options(bs);
-  auto p = std::make_shared<prepared_t>();
+  auto p = std::make_shared<runtime::prepared>(rt_);
   {
     py::gil_scoped_release rel;
-    *p = agent_->prepare_list(agent, l, o);
+    p->list = get().prepare_list(agent, l, o);
   }
-  const auto id = reinterpret_cast<std::uintptr_t>(p.get());
-  dlists_.emplace(id, std::move(p));
-  return id;
+  return reinterpret_cast<std::uintptr_t>(rt_.lists.keep(std::move(p)));
 }
 
-std::shared_ptr<prepared_t> py_agent::dlist(std::uintptr_t h) const {
-  auto it = dlists_.find(h);
-  if (it == dlists_.end())
-    throw nixl::error(status::invalid_param,
-                      fmt::format("prepared list handle {:#x} is unknown or released", h));
-  return it->second;
+std::shared_ptr<runtime::prepared> py_agent::dlist(std::uintptr_t h) const {
+  return rt_.list_at(reinterpret_cast<const void*>(h));
 }
 
 void py_agent::release_dlist(std::uintptr_t h) {
   (void)dlist(h);
-  dlists_.erase(h);
+  rt_.lists.drop(reinterpret_cast<const void*>(h));
 }
 
 // Requests
 
 std::uintptr_t py_agent::keep(request_t&& r) {
-  auto p = std::make_shared<request_t>(std::move(r));
-  const auto id = reinterpret_cast<std::uintptr_t>(p.get());
-  reqs_.emplace(id, std::move(p));
-  return id;
+  auto p = std::make_shared<runtime::request>(rt_);
+  p->req = std::move(r);
+  return reinterpret_cast<std::uintptr_t>(rt_.requests.keep(std::move(p)));
 }
 
 std::uintptr_t py_agent::make_req(xfer_op op, std::uintptr_t lh, py::object li, std::uintptr_t rh,
@@ -68,7 +62,7 @@ std::uintptr_t py_agent::make_req(xfer_op op, std::uintptr_t lh, py::object li, 
   request_t req;
   {
     py::gil_scoped_release rel;
-    req = agent_->make_request(op, *l, lv, *r, rv, o);
+    req = get().make_request(op, l->list, lv, r->list, rv, o);
   }
   return keep(std::move(req));
 }
@@ -80,17 +74,13 @@ std::uintptr_t py_agent::create_req(xfer_op op, const xfer_dlist& l, const xfer_
   request_t req;
   {
     py::gil_scoped_release rel;
-    req = agent_->create_request(op, l, r, remote, o);
+    req = get().create_request(op, l, r, remote, o);
   }
   return keep(std::move(req));
 }
 
-std::shared_ptr<request_t> py_agent::req(std::uintptr_t h) const {
-  auto it = reqs_.find(h);
-  if (it == reqs_.end())
-    throw nixl::error(status::invalid_param,
-                      fmt::format("transfer handle {:#x} is unknown or released", h));
-  return it->second;
+std::shared_ptr<runtime::request> py_agent::req(std::uintptr_t h) const {
+  return rt_.request_at(reinterpret_cast<const void*>(h));
 }
 
 status py_agent::post(std::uintptr_t h, const std::string& notif) {
@@ -98,7 +88,7 @@ status py_agent::post(std::uintptr_t h, const std::string& notif) {
   status s;
   {
     py::gil_scoped_release rel;
-    s = notif.empty() ? r->post() : r->post(notif_arg{notif});
+    s = notif.empty() ? r->req.post() : r->req.post(notif_arg{notif});
   }
   return check(s, "postXferReq");
 }
@@ -108,7 +98,7 @@ status py_agent::xfer_status(std::uintptr_t h) {
   status s;
   {
     py::gil_scoped_release rel;
-    s = r->status();
+    s = r->req.status();
   }
   return check(s, "getXferStatus");
 }
@@ -118,19 +108,18 @@ void py_agent::release_req(std::uintptr_t h) {
   status s;
   {
     py::gil_scoped_release rel;
-    s = r->release();
+    s = rt_.release(*r);
   }
   if (s == status::repost_active)
     throw nixl::error(s,
                       "releaseXferReq: the backend could not cancel the transfer in flight; "
                       "wait for it to finish and release again");
-  reqs_.erase(h);
 }
 
 py_telemetry py_agent::telemetry(std::uintptr_t h) {
   auto r = req(h);
   xfer_telemetry t{};
-  check(r->telemetry(t), "getXferTelemetry");
+  check(r->req.telemetry(t), "getXferTelemetry");
   py_telemetry out;
   out.startTime =
       std::chrono::duration_cast<std::chrono::microseconds>(t.start.time_since_epoch()).count();
@@ -143,18 +132,18 @@ py_telemetry py_agent::telemetry(std::uintptr_t h) {
 
 std::uintptr_t py_agent::query_backend(std::uintptr_t h) {
   auto r = req(h);
-  const auto id = backend_handle(r->backend_name());
+  const auto id = backend_handle(r->req.backend_name());
   if (id == 0) throw_status(status::not_found, "queryXferBackend");
   return id;
 }
 
 py::tuple py_agent::estimate(std::uintptr_t h) {
   auto r = req(h);
-  auto e = agent_->estimate_cost(*r);
+  auto e = get().estimate_cost(r->req);
   if (!e)
     throw nixl::error(
         status::not_supported,
-        fmt::format("estimateXferCost: backend {} gives no cost estimate", r->backend_name()));
+        fmt::format("estimateXferCost: backend {} gives no cost estimate", r->req.backend_name()));
   return py::make_tuple(static_cast<std::int64_t>(e->count()), std::int64_t{0},
                         cost_method::analytical_backend);
 }
@@ -166,7 +155,7 @@ py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs)
   notif_map m;
   {
     py::gil_scoped_release rel;
-    agent_->notifications(m, o);
+    get().notifications(m, o);
   }
   for (auto& [k, v] : m) {
     auto key = py::reinterpret_steal<py::object>(
@@ -190,7 +179,7 @@ void py_agent::gen_notif(const std::string& remote, const std::string& msg,
                          const std::vector<std::uintptr_t>& bs) {
   auto o = options(bs);
   py::gil_scoped_release rel;
-  agent_->notify(remote, msg, o);
+  get().notify(remote, msg, o);
 }
 
 void bind_transfers(py::class_<py_agent>& c) {

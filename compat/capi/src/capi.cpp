@@ -113,6 +113,35 @@ void* copy_out(const std::string& s) {
   return p;
 }
 
+// The shapes most calls share, each written once: a new empty object, freeing one, and reading
+// one value of one.
+
+/// `*out` = a new, empty T, for the caller to destroy.
+template <class T>
+nixl_capi_status_t make(T** out) {
+  if (out == nullptr) return bad;
+  return guard([&] {
+    *out = new T{};
+    return ok;
+  });
+}
+
+/// Frees `p`, which this library made.
+template <class T>
+nixl_capi_status_t destroy(T* p) {
+  if (p == nullptr) return bad;
+  delete p;
+  return ok;
+}
+
+/// `*out` = get(*p).
+template <class T, class Out, class Get>
+nixl_capi_status_t read_out(T* p, Out* out, Get&& get) {
+  if (p == nullptr || out == nullptr) return bad;
+  *out = static_cast<Out>(get(*p));
+  return ok;
+}
+
 nixl_capi_status_t make_agent(const char* name, const nixlAgentConfig& cfg,
                               nixl_capi_agent_t* agent) {
   return guard([&] {
@@ -180,16 +209,12 @@ nixl_capi_get_available_plugins(nixl_capi_agent_t agent, nixl_capi_string_list_t
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_string_list(nixl_capi_string_list_t list) {
-  if (list == nullptr) return bad;
-  delete list;
-  return ok;
+  return destroy(list);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_string_list_size(nixl_capi_string_list_t list,
                                                                size_t* size) {
-  if (list == nullptr || size == nullptr) return bad;
-  *size = list->strings.size();
-  return ok;
+  return read_out(list, size, [](auto& l) { return l.strings.size(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_string_list_get(nixl_capi_string_list_t list,
@@ -218,23 +243,15 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_plugin_params(nixl_capi_agent_
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_mem_list(nixl_capi_mem_list_t list) {
-  if (list == nullptr) return bad;
-  delete list;
-  return ok;
+  return destroy(list);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_params(nixl_capi_params_t params) {
-  if (params == nullptr) return bad;
-  delete params;
-  return ok;
+  return destroy(params);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_params(nixl_capi_params_t* params) {
-  if (params == nullptr) return bad;
-  return guard([&] {
-    *params = new nixl_capi_params_s{};
-    return ok;
-  });
+  return make(params);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_add(nixl_capi_params_t params, const char* key,
@@ -248,9 +265,7 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_add(nixl_capi_params_t para
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_is_empty(nixl_capi_params_t params,
                                                               bool* is_empty) {
-  if (params == nullptr || is_empty == nullptr) return bad;
-  *is_empty = params->params.empty();
-  return ok;
+  return read_out(params, is_empty, [](auto& p) { return p.params.empty(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_create_iterator(nixl_capi_params_t params,
@@ -285,23 +300,17 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_iterator_next(nixl_capi_par
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_params_destroy_iterator(nixl_capi_param_iter_t iter) {
-  if (iter == nullptr) return bad;
-  delete iter;
-  return ok;
+  return destroy(iter);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_mem_list_is_empty(nixl_capi_mem_list_t list,
                                                                 bool* is_empty) {
-  if (list == nullptr || is_empty == nullptr) return bad;
-  *is_empty = list->mems.empty();
-  return ok;
+  return read_out(list, is_empty, [](auto& l) { return l.mems.empty(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_mem_list_size(nixl_capi_mem_list_t list,
                                                             size_t* size) {
-  if (list == nullptr || size == nullptr) return bad;
-  *size = list->mems.size();
-  return ok;
+  return read_out(list, size, [](auto& l) { return l.mems.size(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_mem_list_get(nixl_capi_mem_list_t list, size_t index,
@@ -360,17 +369,11 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_backend_params(nixl_capi_agent
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_opt_args(nixl_capi_opt_args_t* args) {
-  if (args == nullptr) return bad;
-  return guard([&] {
-    *args = new nixl_capi_opt_args_s{};
-    return ok;
-  });
+  return make(args);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_opt_args(nixl_capi_opt_args_t args) {
-  if (args == nullptr) return bad;
-  delete args;
-  return ok;
+  return destroy(args);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_opt_args_add_backend(nixl_capi_opt_args_t args,
@@ -423,9 +426,8 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_opt_args_set_has_notif(nixl_capi_o
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_opt_args_get_has_notif(nixl_capi_opt_args_t args,
                                                                      bool* has_notif) {
-  if (args == nullptr || has_notif == nullptr) return bad;
-  *has_notif = args->args.notif.has_value() || args->args.hasNotif;
-  return ok;
+  return read_out(args, has_notif,
+                  [](auto& a) { return a.args.notif.has_value() || a.args.hasNotif; });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t
@@ -437,9 +439,7 @@ nixl_capi_opt_args_set_skip_desc_merge(nixl_capi_opt_args_t args, bool skip_merg
 
 NIXL_CAPI_EXPORT nixl_capi_status_t
 nixl_capi_opt_args_get_skip_desc_merge(nixl_capi_opt_args_t args, bool* skip_merge) {
-  if (args == nullptr || skip_merge == nullptr) return bad;
-  *skip_merge = args->args.skipDescMerge;
-  return ok;
+  return read_out(args, skip_merge, [](auto& a) { return a.args.skipDescMerge; });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_opt_args_set_ip_addr(nixl_capi_opt_args_t args,
@@ -458,7 +458,7 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_opt_args_set_port(nixl_capi_opt_ar
   return ok;
 }
 
-// Descriptor lists: one template for both kinds
+// Descriptor lists
 
 namespace {
 
@@ -474,80 +474,71 @@ nixl_capi_status_t list_create(nixl_capi_mem_type_t mem_type, W** out) {
     return ok;
   });
 }
-template <class W>
-nixl_capi_status_t list_destroy(W* w) {
-  if (w == nullptr) return bad;
-  delete w;
-  return ok;
-}
-template <class W>
-nixl_capi_status_t list_type(W* w, nixl_capi_mem_type_t* t) {
-  if (w == nullptr || t == nullptr) return bad;
-  *t = static_cast<nixl_capi_mem_type_t>(w->dlist->getType());
-  return ok;
-}
-template <class W>
-nixl_capi_status_t list_count(W* w, size_t* n) {
-  if (w == nullptr || n == nullptr) return bad;
-  *n = static_cast<size_t>(w->dlist->descCount());
-  return ok;
-}
-template <class W>
-nixl_capi_status_t list_empty(W* w, bool* e) {
-  if (w == nullptr || e == nullptr) return bad;
-  *e = w->dlist->isEmpty();
-  return ok;
-}
-template <class W>
-nixl_capi_status_t list_trim(W* w) {
-  // 1.4.0 computes the trimmed list and drops it: a no-op.
-  return w == nullptr ? bad : ok;
-}
-template <class W>
-nixl_capi_status_t list_rem(W* w, int index) {
-  if (w == nullptr) return bad;
-  return guard([&] {
-    w->dlist->remDesc(index);  // std::out_of_range gives BACKEND, as 1.4.0
-    return ok;
-  });
-}
-template <class W>
-nixl_capi_status_t list_clear(W* w) {
-  if (w == nullptr) return bad;
-  w->dlist->clear();
-  return ok;
-}
-template <class W>
-nixl_capi_status_t list_resize(W* w, size_t n) {
-  if (w == nullptr) return bad;
-  return guard([&] {
-    w->dlist->resize(n);  // new descriptors are zero, not indeterminate
-    return ok;
-  });
-}
-template <class W>
-nixl_capi_status_t list_print(W* w) {
-  if (w == nullptr) return bad;
-  return guard([&] {
-    w->dlist->print();
-    for (const auto& d : *w->dlist) d.print("");
-    return ok;
-  });
-}
 
 }  // namespace
 
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_xfer_dlist(nixl_capi_mem_type_t mem_type,
-                                                                nixl_capi_xfer_dlist_t* dlist) {
-  return list_create(mem_type, dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_xfer_dlist(nixl_capi_xfer_dlist_t dlist) {
-  return list_destroy(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_get_type(nixl_capi_xfer_dlist_t dlist,
-                                                                  nixl_capi_mem_type_t* mem_type) {
-  return list_type(dlist, mem_type);
-}
+// The calls both kinds of list have, from one table: nixl_capi_<call>_xfer_dlist and
+// nixl_capi_<call>_reg_dlist (and nixl_capi_<kind>_dlist_<call>).
+#define NIXL_CAPI_DLIST_READ(kind, call, Out, value)                     \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_##call(   \
+      nixl_capi_##kind##_dlist_t dlist, Out* out) {                      \
+    return read_out(dlist, out, [](auto& w) { return w.dlist->value; }); \
+  }
+#define NIXL_CAPI_DLIST_CALLS(kind)                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_##kind##_dlist(                     \
+      nixl_capi_mem_type_t mem_type, nixl_capi_##kind##_dlist_t* dlist) {                  \
+    return list_create(mem_type, dlist);                                                   \
+  }                                                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_##kind##_dlist(                    \
+      nixl_capi_##kind##_dlist_t dlist) {                                                  \
+    return destroy(dlist);                                                                 \
+  }                                                                                        \
+  NIXL_CAPI_DLIST_READ(kind, get_type, nixl_capi_mem_type_t, getType())                    \
+  NIXL_CAPI_DLIST_READ(kind, desc_count, size_t, descCount())                              \
+  NIXL_CAPI_DLIST_READ(kind, is_empty, bool, isEmpty())                                    \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_trim(                       \
+      nixl_capi_##kind##_dlist_t dlist) {                                                  \
+    return dlist == nullptr ? bad : ok; /* 1.4.0 computes the trimmed list and drops it */ \
+  }                                                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_rem_desc(                   \
+      nixl_capi_##kind##_dlist_t dlist, int index) {                                       \
+    if (dlist == nullptr) return bad;                                                      \
+    return guard([&] {                                                                     \
+      dlist->dlist->remDesc(index); /* std::out_of_range gives BACKEND, as 1.4.0 */        \
+      return ok;                                                                           \
+    });                                                                                    \
+  }                                                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_clear(                      \
+      nixl_capi_##kind##_dlist_t dlist) {                                                  \
+    if (dlist == nullptr) return bad;                                                      \
+    dlist->dlist->clear();                                                                 \
+    return ok;                                                                             \
+  }                                                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_resize(                     \
+      nixl_capi_##kind##_dlist_t dlist, size_t new_size) {                                 \
+    if (dlist == nullptr) return bad;                                                      \
+    return guard([&] {                                                                     \
+      dlist->dlist->resize(new_size); /* new descriptors are zero, not indeterminate */    \
+      return ok;                                                                           \
+    });                                                                                    \
+  }                                                                                        \
+  NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_##kind##_dlist_print(                      \
+      nixl_capi_##kind##_dlist_t dlist) {                                                  \
+    if (dlist == nullptr) return bad;                                                      \
+    return guard([&] {                                                                     \
+      dlist->dlist->print();                                                               \
+      for (const auto& d : *dlist->dlist) d.print("");                                     \
+      return ok;                                                                           \
+    });                                                                                    \
+  }
+
+NIXL_CAPI_DLIST_CALLS(xfer)
+NIXL_CAPI_DLIST_CALLS(reg)
+#undef NIXL_CAPI_DLIST_CALLS
+#undef NIXL_CAPI_DLIST_READ
+
+// What only one kind has: the descriptor each adds, and xfer's len (desc_count again).
+
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_add_desc(nixl_capi_xfer_dlist_t dlist,
                                                                   uintptr_t addr, size_t len,
                                                                   uint64_t dev_id) {
@@ -557,46 +548,9 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_add_desc(nixl_capi_xfer
     return ok;
   });
 }
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_desc_count(nixl_capi_xfer_dlist_t dlist,
-                                                                    size_t* count) {
-  return list_count(dlist, count);
-}
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_len(nixl_capi_xfer_dlist_t dlist,
                                                              size_t* len) {
-  return list_count(dlist, len);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_is_empty(nixl_capi_xfer_dlist_t dlist,
-                                                                  bool* is_empty) {
-  return list_empty(dlist, is_empty);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_trim(nixl_capi_xfer_dlist_t dlist) {
-  return list_trim(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_rem_desc(nixl_capi_xfer_dlist_t dlist,
-                                                                  int index) {
-  return list_rem(dlist, index);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_clear(nixl_capi_xfer_dlist_t dlist) {
-  return list_clear(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_resize(nixl_capi_xfer_dlist_t dlist,
-                                                                size_t new_size) {
-  return list_resize(dlist, new_size);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_xfer_dlist_print(nixl_capi_xfer_dlist_t dlist) {
-  return list_print(dlist);
-}
-
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_reg_dlist(nixl_capi_mem_type_t mem_type,
-                                                               nixl_capi_reg_dlist_t* dlist) {
-  return list_create(mem_type, dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_reg_dlist(nixl_capi_reg_dlist_t dlist) {
-  return list_destroy(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_get_type(nixl_capi_reg_dlist_t dlist,
-                                                                 nixl_capi_mem_type_t* mem_type) {
-  return list_type(dlist, mem_type);
+  return nixl_capi_xfer_dlist_desc_count(dlist, len);
 }
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_add_desc(nixl_capi_reg_dlist_t dlist,
                                                                  uintptr_t addr, size_t len,
@@ -611,31 +565,6 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_add_desc(nixl_capi_reg_d
     dlist->dlist->addDesc(d);
     return ok;
   });
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_desc_count(nixl_capi_reg_dlist_t dlist,
-                                                                   size_t* count) {
-  return list_count(dlist, count);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_is_empty(nixl_capi_reg_dlist_t dlist,
-                                                                 bool* is_empty) {
-  return list_empty(dlist, is_empty);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_trim(nixl_capi_reg_dlist_t dlist) {
-  return list_trim(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_rem_desc(nixl_capi_reg_dlist_t dlist,
-                                                                 int index) {
-  return list_rem(dlist, index);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_clear(nixl_capi_reg_dlist_t dlist) {
-  return list_clear(dlist);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_resize(nixl_capi_reg_dlist_t dlist,
-                                                               size_t new_size) {
-  return list_resize(dlist, new_size);
-}
-NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_reg_dlist_print(nixl_capi_reg_dlist_t dlist) {
-  return list_print(dlist);
 }
 
 // Registration, connection, transfers
@@ -907,17 +836,11 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_check_remote_md(nixl_capi_agent_t 
 // Notifications
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_notif_map(nixl_capi_notif_map_t* notif_map) {
-  if (notif_map == nullptr) return bad;
-  return guard([&] {
-    *notif_map = new nixl_capi_notif_map_s{};
-    return ok;
-  });
+  return make(notif_map);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_notif_map(nixl_capi_notif_map_t notif_map) {
-  if (notif_map == nullptr) return bad;
-  delete notif_map;
-  return ok;
+  return destroy(notif_map);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_notif_map_clear(nixl_capi_notif_map_t notif_map) {
@@ -946,9 +869,7 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_gen_notif(nixl_capi_agent_t agent,
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_notif_map_size(nixl_capi_notif_map_t map,
                                                              size_t* size) {
-  if (map == nullptr || size == nullptr) return bad;
-  *size = map->map.size();
-  return ok;
+  return read_out(map, size, [](auto& m) { return m.map.size(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_notif_map_get_agent_at(nixl_capi_notif_map_t map,
@@ -992,25 +913,17 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_notif_map_get_notif(nixl_capi_noti
 
 NIXL_CAPI_EXPORT nixl_capi_status_t
 nixl_capi_create_query_resp_list(nixl_capi_query_resp_list_t* list) {
-  if (list == nullptr) return bad;
-  return guard([&] {
-    *list = new nixl_capi_query_resp_list_s{};
-    return ok;
-  });
+  return make(list);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t
 nixl_capi_destroy_query_resp_list(nixl_capi_query_resp_list_t list) {
-  if (list == nullptr) return bad;
-  delete list;
-  return ok;
+  return destroy(list);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_query_resp_list_size(nixl_capi_query_resp_list_t list,
                                                                    size_t* size) {
-  if (list == nullptr || size == nullptr) return bad;
-  *size = list->responses.size();
-  return ok;
+  return read_out(list, size, [](auto& l) { return l.responses.size(); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_query_resp_list_has_value(

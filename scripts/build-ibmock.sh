@@ -10,6 +10,7 @@
 # else the upstream release download. Needs rdma-core's headers (libibverbs-dev).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/lib.sh"
 version=1.22.0
 prefix=${NIXL_IBMOCK_PREFIX:-/opt/nixl/ibmock}
 want="ibmock ucx=$version device_index=-1"
@@ -27,19 +28,9 @@ for h in infiniband/verbs.h infiniband/efadv.h; do
   }
 done
 
-src=${NIXL_UCX_TARBALL:-}
-if [[ -z $src ]]; then
-  for c in "$here/../shared/vendor/ucx-$version.tar.gz" "$here/shared/vendor/ucx-$version.tar.gz"; do
-    [[ -f $c ]] && { src=$c; break; }
-  done
-fi
 work=$(mktemp -d /tmp/nixl-ibmock-build.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-if [[ -z $src ]]; then
-  src=$work/ucx-$version.tar.gz
-  echo "downloading UCX $version"
-  curl -fsSL -o "$src" "https://github.com/openucx/ucx/releases/download/v$version/ucx-$version.tar.gz"
-fi
+nixl_ucx_source "$here" "$version" "$work"
 echo "building ibmock of UCX $version from $src into $prefix"
 tar -xzf "$src" -C "$work" "ucx-$version/contrib/ibmock"
 cd "$work/ucx-$version/contrib/ibmock"

@@ -8,6 +8,7 @@
 # else the upstream release download.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/lib.sh"
 version=1.22.0
 prefix=${NIXL_UCX_PREFIX:-/opt/nixl/ucx-$version}
 cuda=${NIXL_UCX_CUDA:-${CUDA_HOME:-/usr/local/cuda}}
@@ -24,19 +25,9 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $prefix/bin/ucx_info ]] &&
   exit 0
 fi
 
-src=${NIXL_UCX_TARBALL:-}
-if [[ -z $src ]]; then
-  for c in "$here/../shared/vendor/ucx-$version.tar.gz" "$here/shared/vendor/ucx-$version.tar.gz"; do
-    [[ -f $c ]] && { src=$c; break; }
-  done
-fi
 work=$(mktemp -d /tmp/nixl-ucx-build.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-if [[ -z $src ]]; then
-  src=$work/ucx-$version.tar.gz
-  echo "downloading UCX $version"
-  curl -fsSL -o "$src" "https://github.com/openucx/ucx/releases/download/v$version/ucx-$version.tar.gz"
-fi
+nixl_ucx_source "$here" "$version" "$work"
 echo "building UCX $version from $src into $prefix ($want)"
 tar -xzf "$src" -C "$work"
 srcdir=$work/ucx-$version

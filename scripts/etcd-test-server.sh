@@ -7,6 +7,7 @@
 #
 # Exit status 77 from start means "no etcd binary" (tests treat it as a skip).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cmd=${1:-}
 dir=${2:-}
@@ -35,15 +36,7 @@ healthy() {
 }
 
 stop() {
-  if [[ -f "$dir/pid" ]]; then
-    local pid
-    pid=$(cat "$dir/pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
+  nixl_stop_pid "$dir/pid"
   rm -rf "$dir"
 }
 

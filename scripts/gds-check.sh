@@ -27,18 +27,14 @@
 # (NIXL_GDS_COMPAT_MODE=0/1 overrides it; docs/gds.md, "Chunk size and compatibility mode").
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib.sh"
 BUILD=${BUILD:-/tmp/nixl-gds-build}
 OUT=${OUT:-$BUILD/out}
 ARCH=${NIXL_CUDA_ARCHITECTURES:-${ARCH:-90}}
 JOBS=${JOBS:-$(nproc)}
 GDS_DIR=${GDS_DIR:-/tmp}
 mkdir -p "$BUILD" "$OUT"
-if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
-  EXTRA_CMAKE_ARGS="-DNIXL_UCX_ROOT=$NIXL_UCX_PREFIX ${EXTRA_CMAKE_ARGS:-}"
-  export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-GEN=""
-command -v ninja >/dev/null && GEN="-G Ninja"
+nixl_gpu_build_env
 
 # ---- what the machine has ------------------------------------------------------------------
 {
@@ -115,53 +111,14 @@ configure_full() {  # $1: UCX ON/OFF, $2: metadata ON/OFF
     -DNIXL_WITH_METADATA="$2" -DNIXL_BUILD_EXAMPLES=OFF -DNIXL_BUILD_PYTHON=OFF \
     -DNIXL_BUILD_TESTS=ON -DNIXL_BUILD_BENCH=ON -DNIXL_CUDA_ARCHITECTURES="$ARCH" ${EXTRA_CMAKE_ARGS:-}
 }
-configure_alone() {
-  # The core is header-only: a small project around it, the GDS backends and their tests.
-  mkdir -p "$BUILD/alone-src"
-  cat >"$BUILD/alone-src/CMakeLists.txt" <<CM
-cmake_minimum_required(VERSION 3.24)
-project(nixl_gds_check LANGUAGES CXX)
-set(CMAKE_CXX_STANDARD 20)
-set(PROJECT_SOURCE_DIR "$ROOT")
-include(GNUInstallDirs)
-find_package(fmt REQUIRED)
-find_package(Threads REQUIRED)
-add_library(nixl_core INTERFACE)
-add_library(nixl::core ALIAS nixl_core)
-target_include_directories(nixl_core INTERFACE "$ROOT/include")
-target_link_libraries(nixl_core INTERFACE fmt::fmt Threads::Threads)
-list(APPEND CMAKE_MODULE_PATH "$ROOT/cmake")
-enable_testing()
-include(NixlTesting)
-add_subdirectory("$ROOT/backends/gds" gds)
-add_subdirectory("$ROOT/tests/backends/gds" gds-tests)
-CM
-  cmake -S "$BUILD/alone-src" -B "$BUILD/alone" $GEN -DCMAKE_BUILD_TYPE=Release
+configure_alone() {  # the GDS backends and their tests
+  nixl_configure_alone nixl_gds_check backends/gds:gds tests/backends/gds:gds-tests
 }
-B=""
-for set in "ON ON" "ON OFF" "OFF OFF"; do
-  if configure_full $set >>"$OUT/build.log" 2>&1; then
-    B="$BUILD/full"
-    echo "configured: UCX ${set% *}, metadata ${set#* }" | tee -a "$OUT/build.log"
-    break
-  fi
-done
-if [ -z "$B" ]; then
-  if configure_alone >>"$OUT/build.log" 2>&1; then
-    echo "full configure failed; building the GDS parts alone" | tee -a "$OUT/build.log"
-    B="$BUILD/alone"
-  else
-    echo "configure failed, see $OUT/build.log"; tail -40 "$OUT/build.log"; exit 1
-  fi
-fi
-all_targets=$(cmake --build "$B" --target help 2>/dev/null)
-has() { grep -q "^$1:\|[ /]$1[: ]" <<<"$all_targets"; }
+nixl_configure GDS
+has() { nixl_has_target "$1"; }
 targets="nixl_gds_tests nixl_fake_cufile"
 for t in nixl_gds_gpu_tests nixl_gds_baseline nixl-bench; do has $t && targets="$targets $t"; done
-if ! cmake --build "$B" -j "$JOBS" --target $targets >>"$OUT/build.log" 2>&1; then
-  echo "build failed, see $OUT/build.log"; grep -E 'error|FAILED' -A3 "$OUT/build.log" | head -60; exit 1
-fi
-echo "built in $B: $targets"
+nixl_build $targets
 abi="not built (no cufile.h found)"
 if has nixl_gds_abi_check; then
   if cmake --build "$B" -j "$JOBS" --target nixl_gds_abi_check >"$OUT/abi.log" 2>&1; then
@@ -170,7 +127,7 @@ if has nixl_gds_abi_check; then
     abi="FAILED (see abi.log)"; grep -E 'error' "$OUT/abi.log" | head -20
   fi
 fi
-find_bin() { find "$B" -name "$1" -type f -perm -u+x | head -1; }
+find_bin() { nixl_find_bin "$1"; }
 
 # ---- tests ------------------------------------------------------------------------------------
 rc=0

@@ -14,19 +14,15 @@
 # ucx-vram-tests.log, ucx-tests.log, bench.txt, probe.txt, nixl-bench/.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib.sh"
 BUILD=${BUILD:-/tmp/nixl-gpu-build}
 OUT=${OUT:-$BUILD/out}
 ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD" "$OUT"
-if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
-  EXTRA_CMAKE_ARGS="-DNIXL_UCX_ROOT=$NIXL_UCX_PREFIX ${EXTRA_CMAKE_ARGS:-}"
-  export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+nixl_gpu_build_env
 
 { nvidia-smi; nvidia-smi topo -m; nvcc --version; cmake --version; } >"$OUT/gpu-info.txt" 2>&1
-GEN=""
-command -v ninja >/dev/null && GEN="-G Ninja"
 
 configure_full() {  # $1: UCX ON/OFF, $2: metadata ON/OFF
   cmake -S "$ROOT" -B "$BUILD/full" $GEN -DCMAKE_BUILD_TYPE=Release \
@@ -35,60 +31,17 @@ configure_full() {  # $1: UCX ON/OFF, $2: metadata ON/OFF
     -DNIXL_CUDA_ARCHITECTURES="$ARCH" ${EXTRA_CMAKE_ARGS:-}
 }
 
-configure_alone() {
-  # The core is header-only: a small project around it, the CUDA backend and its tests.
-  mkdir -p "$BUILD/alone-src"
-  cat >"$BUILD/alone-src/CMakeLists.txt" <<CM
-cmake_minimum_required(VERSION 3.24)
-project(nixl_cuda_check LANGUAGES CXX)
-set(CMAKE_CXX_STANDARD 20)
-set(PROJECT_SOURCE_DIR "$ROOT")
-include(GNUInstallDirs)
-find_package(fmt REQUIRED)
-find_package(Threads REQUIRED)
-add_library(nixl_core INTERFACE)
-add_library(nixl::core ALIAS nixl_core)
-target_include_directories(nixl_core INTERFACE "$ROOT/include")
-target_link_libraries(nixl_core INTERFACE fmt::fmt Threads::Threads)
-list(APPEND CMAKE_MODULE_PATH "$ROOT/cmake")
-enable_testing()
-include(NixlTesting)
-add_subdirectory("$ROOT/backends/cuda" cuda)
-add_subdirectory("$ROOT/tests/backends/cuda" cuda-tests)
-add_subdirectory("$ROOT/bench/cuda" cuda-bench)
-CM
-  cmake -S "$BUILD/alone-src" -B "$BUILD/alone" $GEN -DCMAKE_BUILD_TYPE=Release \
-    -DNIXL_CUDA_ARCHITECTURES="$ARCH"
+configure_alone() {  # the CUDA backend, its tests and benchmark
+  nixl_configure_alone nixl_cuda_check backends/cuda:cuda tests/backends/cuda:cuda-tests \
+    bench/cuda:cuda-bench -- -DNIXL_CUDA_ARCHITECTURES="$ARCH"
 }
 
-B=""
-# Widest first: a GPU machine may lack UCX, curl or nlohmann-json headers.
-for set in "ON ON" "ON OFF" "OFF OFF"; do
-  if configure_full $set >>"$OUT/build.log" 2>&1; then
-    B="$BUILD/full"
-    echo "configured: UCX ${set% *}, metadata ${set#* }" | tee -a "$OUT/build.log"
-    break
-  fi
-done
-if [ -z "$B" ]; then
-  if configure_alone >>"$OUT/build.log" 2>&1; then
-    echo "full configure failed; building the CUDA parts alone" | tee -a "$OUT/build.log"
-    B="$BUILD/alone"
-  else
-    echo "configure failed, see build.log"; tail -40 "$OUT/build.log"; exit 1
-  fi
-fi
+nixl_configure CUDA
 targets="nixl_cuda_tests nixl_cuda_peer nixl_cuda_bench nixl_cuda_ipc_probe"
-all_targets=$(cmake --build "$B" --target help 2>/dev/null)
-for t in nixl_ucx_tests nixl_ucx_peer nixl-bench; do
-  grep -q "^$t:\|[ /]$t[: ]" <<<"$all_targets" && targets="$targets $t"
-done
-if ! cmake --build "$B" -j "$JOBS" --target $targets >>"$OUT/build.log" 2>&1; then
-  echo "build failed, see build.log"; grep -E 'error|FAILED' -A3 "$OUT/build.log" | head -60; exit 1
-fi
-echo "built in $B: $targets"
+for t in nixl_ucx_tests nixl_ucx_peer nixl-bench; do nixl_has_target $t && targets="$targets $t"; done
+nixl_build $targets
 
-find_bin() { find "$B" -name "$1" -type f -perm -u+x | head -1; }
+find_bin() { nixl_find_bin "$1"; }
 TESTS=$(find_bin nixl_cuda_tests)
 UCX_TESTS=$(find_bin nixl_ucx_tests)
 run_tests() {

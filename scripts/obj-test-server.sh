@@ -13,6 +13,7 @@
 # azurite: account devstoreaccount1 with its well-known key. Exit status 77 from start means
 # "node or the server is not installed" (tests treat it as a skip).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cmd=${1:-}
 prefix=${NIXL_NODE_PREFIX:-/opt/nixl/node}
@@ -24,17 +25,8 @@ usage() {
 }
 
 kill_server() {
-  local dir=$1
-  [[ -f "$dir/pid" ]] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -CONT "$pid" 2>/dev/null || true  # a paused server cannot act on TERM
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/pid"
+  nixl_stop_pid "$1/pid"
+  rm -f "$1/pid"
 }
 
 case "$cmd" in

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The nixl-bench runs behind docs/performance.md ("DRAM over UCX" and "nixl-bench modes"), one
+# The nixl-bench runs behind docs/history/2026-11-29-performance-ucx-dram-nixl-bench.md and
+# docs/history/2026-11-29-performance-posix.md, one
 # after another, each preceded by the machine's load. Run from a build folder:
 #   bench/nixl-bench/doc-runs.sh path/to/nixl-bench [out-dir] [which]
 # which: all (default), ucx, modes, file.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The nixl-bench runs behind docs/performance.md ("VRAM across processes") and docs/cuda.md /
+# The nixl-bench runs behind docs/performance.md ("CUDA backend and UCX") and docs/cuda.md /
 # docs/ucx.md, on a machine with two GPUs (GPU 0 -> GPU 1, two processes unless noted), one after
 # another, each preceded by the machine's load. Every point's data is checked; the cuda baseline
 # (cudaMemcpyPeerAsync between the same GPUs, synchronised) runs in the same run.

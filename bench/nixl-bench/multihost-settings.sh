@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # READ and WRITE between two sandbox hosts at 8 KiB, 64 KiB and 1 MiB under four settings of the
 # UCX backend (defaults, progress_spin_us=1000, no progress thread, 256 KiB TCP segments), then
-# UCX's own round trips (ucp_am_lat, ucp_put_lat, 8 bytes). docs/performance.md, "Across hosts".
+# UCX's own round trips (ucp_am_lat, ucp_put_lat, 8 bytes). docs/history/2026-11-30-performance-ucx-across-hosts.md.
 #   bench/nixl-bench/multihost-settings.sh OUTDIR          (root)
 # Environment: NIXL_BENCH (default build/ci/...), PERFTEST (ucx_perftest; default the one beside
 # the libucp nixl-bench loads), ITER (default 2000).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The runs behind docs/performance.md "Defaults: progress thread and NIXL": nixl-bench before and
+# The runs behind docs/performance.md "UCX, one host" (run log:
+# docs/history/2026-11-30-performance-ucx-same-host.md): nixl-bench before and
 # after a change (two binaries), and NIXL's own nixlbench, alternating in one command, each run
 # preceded by the machine's load. Works in a folder made by pack.sh (binaries next to lib/ and
 # ucx/) or with binaries that run as they are:

@@ -303,3 +303,137 @@ def pytest_generate_tests(metafunc):
         kinds = node_kinds()
         metafunc.parametrize("kind", kinds or [pytest.param("none", marks=pytest.mark.skip(
             reason="no node program built (NIXL_MH_NODE unset and no nixl Python module)"))])
+
+
+# ---- scenarios shared by the backends' tests (test_data, test_etcd, test_failure,
+# test_join_leave over UCX; test_libfabric over LIBFABRIC) ----------------------------------------
+
+MIB = 1 << 20
+
+# (descriptor size, descriptor count): 4 KiB .. 64 MiB in one descriptor, and 1000 of 4 KiB
+# and of 64 KiB.
+POINTS = [(4096, 1), (MIB, 1), (64 * MIB, 1), (4096, 1000), (65536, 1000)]
+
+
+def connect(x, y, sb):
+    """x fetches y's metadata from y's listener (y listens on its host address)."""
+    x.ok(f"FETCH {y.name} {sb.addr(y.host)} {y.port}")
+
+
+def connect_all(sources, nodes, sb):
+    """Every node of `sources` fetches every other node of `nodes`."""
+    for x in sources:
+        for y in nodes:
+            if x is not y:
+                connect(x, y, sb)
+
+
+def move_points(ini, tgt):
+    """WRITE then READ at every point of POINTS from `ini` to `tgt` (each of 64 MiB at least),
+    each with a notification that the target sees only after the data; every byte checked."""
+    seed = 1
+    for op in ("WRITE", "READ"):
+        for dsize, n in POINTS:
+            seed += 1
+            total = dsize * n
+            src, dst = (ini, tgt) if op == "WRITE" else (tgt, ini)
+            src.ok(f"FILL {seed}")
+            dst.ok("ZERO")
+            st = ini.ok(f"XFER {op} {tgt.name} {tgt.addr} {dsize} {n} n{seed}")
+            assert st[0] == "NIXL_SUCCESS", f"{op} {dsize}x{n}: {st}"
+            if op == "READ":
+                ini.ok(f"CHECK {seed} 0 {total}")
+            # the notification is there only after the data: the target checks at once
+            tgt.ok(f"NOTIFCHECK {ini.name} n{seed} {seed} 0 {total} 10000")
+
+
+def meet_through_etcd(nodes):
+    """Three nodes publish to etcd and fetch each other; a WRITEs to b with a notification, c
+    READs it back from b; then a unpublishes and the watch drops it on b and c."""
+    for x in nodes:
+        x.ok("ETCD_SEND")
+    for x in nodes:
+        for y in nodes:
+            if x is not y:
+                x.ok(f"ETCD_FETCH {y.name}")
+    a, b, c = nodes
+    a.ok("FILL 5")
+    assert a.ok(f"XFER WRITE {b.name} {b.addr} {MIB} 4 via-etcd")[0] == "NIXL_SUCCESS"
+    b.ok(f"NOTIFCHECK {a.name} via-etcd 5 0 {4 * MIB} 10000")
+    assert c.ok(f"XFER READ {b.name} {b.addr} {MIB} 4")[0] == "NIXL_SUCCESS"
+    c.ok(f"CHECK 5 0 {4 * MIB}")
+    a.ok("ETCD_INVAL")
+    for x in (b, c):
+        x.ok(f"WAITMD {a.name} absent 5000")
+
+
+def peer_dies_mid_transfer(sb, nodes, how, size):
+    """Nodes a and b write `size` bytes to t in a loop, connected through their listeners; t is
+    SIGKILLed (how="sigkill") or its host destroyed: each request ends with
+    NIXL_ERR_REMOTE_DISCONNECT within 2 s, a and b still move data both ways, and a new request
+    to t fails cleanly."""
+    a, b, t = nodes
+    connect_all((a, b), nodes, sb)
+    for x in (a, b):
+        x.ok(f"LOOP WRITE {t.name} {t.addr} {size}")
+    for x in (a, b):  # both have moved data and are now in the middle of their writes
+        end = time.monotonic() + 30
+        while int(x.ok("LOOPCOUNT")[0]) < 2:
+            assert time.monotonic() < end, f"{x.name}: no transfer completed in 30 s"
+            time.sleep(0.01)
+    t_kill = t.kill() if how == "sigkill" else sb.destroy(t.host)
+    for x in (a, b):
+        st, t_err_ns, count = x.ok("LOOPRESULT 10000")
+        assert st == "NIXL_ERR_REMOTE_DISCONNECT", f"{x.name}: {st}"
+        delay = int(t_err_ns) / 1e9 - t_kill
+        assert delay < 2.0, f"{x.name} saw the failure after {delay:.2f} s"
+        assert int(count) > 0, f"{x.name}: no transfer completed before the failure"
+    # the live hosts still talk to each other, both ways
+    for src, dst, seed in ((a, b, 11), (b, a, 12)):
+        src.ok(f"FILL {seed}")
+        st = src.ok(f"XFER WRITE {dst.name} {dst.addr} {MIB} 4 after-{seed}")
+        assert st[0] == "NIXL_SUCCESS"
+        dst.ok(f"NOTIFCHECK {src.name} after-{seed} {seed} 0 {4 * MIB} 10000")
+    # a new request to the dead peer fails cleanly as well
+    r = a.cmd(f"XFER WRITE {t.name} {t.addr} 4096 1")
+    assert r.startswith("ERR") or "NIXL_ERR" in r, r
+
+
+def restart_under_same_name(sb, others, r, leave, restart):
+    """Every node of `others` (connected to r through the listeners) makes a request to r; r
+    leaves (leave="graceful": it invalidates itself at their listeners and quits; "crash": it is
+    SIGKILLed, and their request sees it) and `restart()` starts it again under its name. They
+    load the new generation: the old request is refused with NIXL_ERR_NOT_FOUND, new ones work
+    both ways."""
+    for x in others:
+        x.ok(f"MKREQ old WRITE {r.name} {r.addr} {MIB} 1")
+    if leave == "graceful":
+        for x in others:  # the leaving agent tells everybody
+            r.ok(f"INVAL {sb.addr(x.host)} {x.port}")
+        for x in others:
+            x.ok(f"WAITMD {r.name} absent 10000")
+        r.quit()
+    else:
+        r.kill()
+        for x in others:  # the old request sees the death; the agent then drops the peer
+            st = x.ok("POSTREQ old")[0]
+            assert st in ("NIXL_ERR_REMOTE_DISCONNECT", "NIXL_ERR_NOT_FOUND"), st
+            x.ok(f"WAITMD {r.name} absent 10000")
+    r2 = restart()  # same host, name and port: the new generation
+    r2.ok("FILL 99")
+    for x in others:
+        connect(x, r2, sb)
+        connect(r2, x, sb)
+    for x in others:
+        st = x.ok("POSTREQ old")
+        assert st[0] == "NIXL_ERR_NOT_FOUND", f"{x.name}: old-generation request gave {st}"
+        x.ok("RELREQ old")
+        assert x.ok(f"XFER READ {r2.name} {r2.addr} {MIB} 1")[0] == "NIXL_SUCCESS"
+        x.ok(f"CHECK 99 0 {MIB}")
+    for x in others:  # after every READ: the WRITEs change r2's buffer
+        x.ok(f"FILL {x.host + 50}")
+        assert x.ok(f"XFER WRITE {r2.name} {r2.addr} {MIB} 1 hi{x.host}")[0] == "NIXL_SUCCESS"
+        r2.ok(f"NOTIFCHECK {x.name} hi{x.host} {x.host + 50} 0 {MIB} 10000")
+        # and the restarted agent reaches them
+        assert r2.ok(f"XFER READ {x.name} {x.addr} {MIB} 1")[0] == "NIXL_SUCCESS"
+    return r2

@@ -2,13 +2,7 @@
 address), then WRITE and READ from 4 KiB to 64 MiB with 1 and 1000 descriptors, the
 notification arriving after the data, every byte checked."""
 
-import pytest
-
-MIB = 1 << 20
-
-# (descriptor size, descriptor count): 4 KiB .. 64 MiB in one descriptor, and 1000 of 4 KiB
-# and of 64 KiB.
-POINTS = [(4096, 1), (MIB, 1), (64 * MIB, 1), (4096, 1000), (65536, 1000)]
+from conftest import MIB, move_points
 
 
 def test_data_across_hosts(sandbox, kind):
@@ -20,23 +14,7 @@ def test_data_across_hosts(sandbox, kind):
     ini.ok(f"FETCH mh-target {sb.addr(1)} {tgt.port}")
     ini.ok(f"SEND {sb.addr(1)} {tgt.port}")
     tgt.ok("WAITMD mh-initiator present 10000")
-    seed = 1
-    for op in ("WRITE", "READ"):
-        for dsize, n in POINTS:
-            seed += 1
-            total = dsize * n
-            src, dst = (ini, tgt) if op == "WRITE" else (tgt, ini)
-            src.ok(f"FILL {seed}")
-            dst.ok("ZERO")
-            notif = f"n{seed}"
-            st = ini.ok(f"XFER {op} mh-target {tgt.addr} {dsize} {n} {notif}")
-            assert st[0] == "NIXL_SUCCESS", f"{op} {dsize}x{n}: {st}"
-            if op == "WRITE":
-                # the target checks the bytes as soon as the notification is there
-                tgt.ok(f"NOTIFCHECK mh-initiator {notif} {seed} 0 {total} 10000")
-            else:
-                ini.ok(f"CHECK {seed} 0 {total}")
-                tgt.ok(f"NOTIFCHECK mh-initiator {notif} {seed} 0 {total} 10000")
+    move_points(ini, tgt)
 
 
 def test_foreign_sysfs_is_explained(sandbox, kind):

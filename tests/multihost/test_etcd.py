@@ -4,7 +4,7 @@ other host: an agent that unpublishes, and one that dies (its lease expires)."""
 
 import time
 
-MIB = 1 << 20
+from conftest import MIB, meet_through_etcd
 
 
 def test_etcd_across_hosts(sandbox, kind):
@@ -12,23 +12,8 @@ def test_etcd_across_hosts(sandbox, kind):
     url = sb.start_etcd(0)
     env = {"NIXL_ETCD_ENDPOINTS": url, "NIXL_ETCD_NAMESPACE": "/mh"}
     nodes = [sb.node(h, kind, f"mh-{h}", size=4 * MIB, env=env) for h in (1, 2, 3)]
-    for x in nodes:
-        x.ok("ETCD_SEND")
-    for x in nodes:
-        for y in nodes:
-            if x is not y:
-                x.ok(f"ETCD_FETCH {y.name}")
-    a, b, c = nodes
-    a.ok("FILL 5")
-    assert a.ok(f"XFER WRITE {b.name} {b.addr} {MIB} 4 via-etcd")[0] == "NIXL_SUCCESS"
-    b.ok(f"NOTIFCHECK {a.name} via-etcd 5 0 {4 * MIB} 10000")
-    assert c.ok(f"XFER READ {b.name} {b.addr} {MIB} 4")[0] == "NIXL_SUCCESS"
-    c.ok(f"CHECK 5 0 {4 * MIB}")
-
-    # a unpublishes: the watch drops it on b and c
-    a.ok("ETCD_INVAL")
-    for x in (b, c):
-        x.ok(f"WAITMD {a.name} absent 5000")
+    meet_through_etcd(nodes)  # ends with a unpublished: b and c dropped it
+    _, b, c = nodes
 
     # c dies without a word: its lease expires (TTL 10 s) and b drops it
     t = c.kill()

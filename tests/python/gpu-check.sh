@@ -10,18 +10,14 @@
 # SKIP_PYTEST=1: build only. Logs go to $OUT when set (else $BUILD/out).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/scripts/lib.sh"
 BUILD=${BUILD:-/tmp/nixl-py-gpu-build}
 OUT=${OUT:-$BUILD/out}
 ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
 JOBS=${JOBS:-$(nproc)}
 PY=${PYTHON:-$(command -v python3)}
 mkdir -p "$BUILD" "$OUT"
-if [ -n "${NIXL_UCX_PREFIX:-}" ]; then
-  EXTRA_CMAKE_ARGS="-DNIXL_UCX_ROOT=$NIXL_UCX_PREFIX ${EXTRA_CMAKE_ARGS:-}"
-  export LD_LIBRARY_PATH="$NIXL_UCX_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-GEN=""
-command -v ninja >/dev/null && GEN="-G Ninja"
+nixl_gpu_build_env
 
 configure() {  # $1: folder suffix; $2..: ON/OFF for UCX, POSIX, metadata
   cmake -S "$ROOT" -B "$BUILD/b$1" $GEN -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY" \

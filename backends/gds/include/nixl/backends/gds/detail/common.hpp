@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <nixl/backends/gds/cufile.hpp>
+#include <nixl/detail/file_region.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -26,22 +27,18 @@ namespace nixl::gds::detail {
 class shared_state;
 
 /// A registered range: DRAM or VRAM (a cuFile buffer registration, when it took) or a file
-/// (its descriptor and cuFile handle). Move-only; gives its registration back when destroyed.
-struct region {
+/// (its descriptor, opened here in path mode, and cuFile handle). Move-only; gives its
+/// registration back when destroyed.
+struct region : nixl::detail::file_ref {
   mem_kind kind = mem_kind::dram;
-  int fd = -1;
-  bool owns_fd = false;  // path mode: opened at registration, closed with the region
   cufile::CUfileHandle_t fh = nullptr;
   const void* buf = nullptr;  // registered with cuFileBufRegister
   int device = -1;            // VRAM: the GPU of the buffer
-  std::string path;
   shared_state* owner = nullptr;
 
   region() = default;
   region(region&& o) noexcept;
   region& operator=(region&& o) noexcept;
-  region(const region&) = delete;
-  region& operator=(const region&) = delete;
   ~region();
 };
 

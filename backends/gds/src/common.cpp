@@ -35,6 +35,60 @@ std::string file_hint(int fd) {
 
 }  // namespace
 
+namespace {
+
+/// The cuFile backend of each agent that has one, and how many claims hold it.
+struct agent_claims {
+  std::mutex mu;
+  std::map<std::string, std::pair<std::string, unsigned>, std::less<>> held;
+};
+
+agent_claims& claims() {
+  static agent_claims c;
+  return c;
+}
+
+}  // namespace
+
+agent_claim::agent_claim(std::string_view who, std::string_view agent) : agent_(agent) {
+  if (agent_.empty()) return;
+  auto& c = claims();
+  std::lock_guard g(c.mu);
+  auto [it, fresh] = c.held.try_emplace(agent_, std::string(who), 0);
+  if (!fresh && it->second.first != who)
+    raise(status::not_allowed,
+          "{} create_backend: agent '{}' has a {} backend already, and NIXL allows only one of GDS "
+          "and GDS_MT in one agent; use one of them (or two agents)",
+          who, agent_, it->second.first);
+  ++it->second.second;
+  held_ = true;
+}
+
+agent_claim::~agent_claim() {
+  drop();
+}
+
+agent_claim::agent_claim(agent_claim&& o) noexcept
+    : agent_(std::move(o.agent_)), held_(std::exchange(o.held_, false)) {}
+
+agent_claim& agent_claim::operator=(agent_claim&& o) noexcept {
+  if (this != &o) {
+    drop();
+    agent_ = std::move(o.agent_);
+    held_ = std::exchange(o.held_, false);
+  }
+  return *this;
+}
+
+void agent_claim::drop() noexcept {
+  if (!held_) return;
+  held_ = false;
+  auto& c = claims();
+  std::lock_guard g(c.mu);
+  if (auto it = c.held.find(agent_); it != c.held.end() && --it->second.second == 0)
+    c.held.erase(it);
+}
+
 region::region(region&& o) noexcept
     : nixl::detail::file_ref(std::move(o)),
       kind(o.kind),

@@ -495,6 +495,32 @@ TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b,
   a.deregister_memory(mem);
 }
 
+TEST_CASE("gds: GDS and GDS_MT in one agent: the second is refused, as NIXL does", "[gds]") {
+  fake f;
+  auto refused = [](auto& a, const std::string& name) {
+    try {
+      a.create_backend(name, name == "GDS" ? p<gds_b>() : p<mt_b>());
+    } catch (const nixl::error& e) {
+      CHECK(std::string(e.what()).find("only one of GDS and GDS_MT") != std::string::npos);
+      return e.status_code();
+    }
+    return nixl::status::success;
+  };
+  {
+    nixl::agent<gds_b, mt_b> a{"gds-both"};
+    a.create_backend("GDS", p<gds_b>());
+    CHECK(refused(a, "GDS_MT") == nixl::status::not_allowed);
+    nixl::agent<gds_b, mt_b> other{"gds-other"};  // another agent may have the other one
+    other.create_backend("GDS_MT", p<mt_b>());
+    CHECK(refused(other, "GDS") == nixl::status::not_allowed);
+  }
+  // The agent gone, its name is free again: in the other order now.
+  nixl::agent<gds_b, mt_b> a{"gds-both"};
+  a.create_backend("GDS_MT", p<mt_b>());
+  CHECK(refused(a, "GDS") == nixl::status::not_allowed);
+  CHECK(a.template get_backend<mt_b>().thread_count() > 0);  // the first one still works
+}
+
 TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[gds]", gds_b,
                    mt_b) {
   fake f;

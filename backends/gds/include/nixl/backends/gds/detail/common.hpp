@@ -70,6 +70,25 @@ struct plan {
   bool write = false;
 };
 
+/// Agent `agent`'s one cuFile backend, held for as long as the claim lives: NIXL refuses GDS and
+/// GDS_MT in one agent (`not_allowed`), and so does the second of them here. Agents are told
+/// apart by name (names are unique in a process); a claim without a name holds nothing.
+class agent_claim {
+ public:
+  /// Throws `nixl::error(not_allowed)` when the agent holds the other cuFile backend.
+  agent_claim(std::string_view who, std::string_view agent);
+  ~agent_claim();
+  agent_claim(agent_claim&& o) noexcept;
+  agent_claim& operator=(agent_claim&& o) noexcept;
+  agent_claim(const agent_claim&) = delete;
+  agent_claim& operator=(const agent_claim&) = delete;
+
+ private:
+  void drop() noexcept;
+  std::string agent_;
+  bool held_ = false;
+};
+
 /// The library, the driver, and the cuFile handles of registered files.
 class shared_state {
  public:

@@ -71,14 +71,19 @@ class file_backend {
   bool compat_mode() const noexcept { return compat_; }
 
  protected:
-  /// Loads cuFile (from `lib_path`, see `cufile::library_path`) and opens its driver. Throws
-  /// `nixl::error(backend)` "libcufile not found (...)" without the library.
+  /// Claims the agent's one cuFile backend, loads cuFile (from `lib_path`, see
+  /// `cufile::library_path`) and opens its driver. Throws `nixl::error(not_allowed)` when the
+  /// agent has the other of GDS and GDS_MT, `nixl::error(backend)` "libcufile not found (...)"
+  /// without the library.
   file_backend(std::string_view who, bool compat, std::string_view agent, std::string_view lib_path)
-      : compat_(compat), state_(std::make_unique<shared_state>(who, agent, lib_path)) {}
+      : claim_(who, agent),
+        compat_(compat),
+        state_(std::make_unique<shared_state>(who, agent, lib_path)) {}
   ~file_backend() = default;
   file_backend(file_backend&&) noexcept = default;
   file_backend& operator=(file_backend&&) noexcept = default;
 
+  agent_claim claim_;  // first: refused before cuFile is loaded
   bool compat_ = false;
   std::unique_ptr<shared_state> state_;
 };

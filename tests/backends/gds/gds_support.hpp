@@ -15,19 +15,9 @@
 namespace gds_test {
 
 namespace fs = std::filesystem;
-using nixl::test::buffer;
-using nixl::test::fd_guard;
-using nixl::test::piece;
-using nixl::test::scattered;
-using nixl::test::wait;
+using namespace nixl::test;  // buffer, scratch, fd_guard, file_rig, piece, scattered, wait
 template <class B>
-using rig = nixl::test::file_rig<B>;
-
-/// A scratch folder (under `base`, default the temporary folder) removed at the end.
-struct scratch : nixl::test::scratch {
-  explicit scratch(const fs::path& base = fs::temp_directory_path())
-      : nixl::test::scratch(base, "nixl-gds") {}
-};
+using rig = file_rig<B>;
 
 /// One backend's settings for a test: GDS or GDS_MT, over the library at `lib`; cuFile's
 /// compatibility mode off unless `extra` says otherwise, whatever the machine has.

@@ -478,11 +478,8 @@ TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b,
       r.push_back({(count - 1 - i) * len, len, static_cast<std::uint64_t>(fd.fd)});
     }
     auto req = a.create_request(op, l, r, "gds-agent");
-    auto s = req.post();
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (s == nixl::status::in_progress && std::chrono::steady_clock::now() < end)
-      s = req.status();
-    return s;
+    const auto s = req.post();
+    return s == nixl::status::in_progress ? nixl::test::wait(req) : s;
   };
   CHECK(run(nixl::xfer_op::write, src) == nixl::status::success);
   CHECK(run(nixl::xfer_op::read, dst) == nixl::status::success);

@@ -15,16 +15,8 @@
 namespace posix_test {
 
 namespace fs = std::filesystem;
+using namespace nixl::test;  // buffer, scratch, fd_guard, file_rig, scattered, wait
 using nixl::posix::backend;
-using nixl::test::buffer;
-using nixl::test::fd_guard;
-using nixl::test::scattered;
-using nixl::test::wait;
-
-/// A scratch folder removed at the end of the test.
-struct scratch : nixl::test::scratch {
-  scratch() : nixl::test::scratch(fs::temp_directory_path(), "nixl-posix") {}
-};
 
 inline nixl::params engine_params(const std::string& e) {
   if (e == "URING") return {{"use_uring", "true"}};
@@ -42,7 +34,7 @@ struct own_backend {
 };
 
 /// The backend contract without an agent: DRAM `buf` and the file `fd`.
-struct direct_rig : own_backend, nixl::test::file_rig<backend> {
+struct direct_rig : own_backend, file_rig<backend> {
   direct_rig(const nixl::params& p, const buffer& buf, int fd)
       : own_backend(p),
         file_rig(own_backend::b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd) {}

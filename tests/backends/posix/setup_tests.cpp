@@ -164,9 +164,8 @@ TEST_CASE("posix: through nixl::agent", "[posix][agent]") {
       in_file.push_back({pc.file_off, pc.len, static_cast<std::uint64_t>(f.fd)});
     }
     auto run = [](auto& req) {
-      auto s = req.post();
-      while (s == nixl::status::in_progress) s = req.status();
-      return s;
+      const auto s = req.post();
+      return s == nixl::status::in_progress ? nixl::test::wait(req) : s;
     };
     auto w = ag.create_request(nixl::xfer_op::write, from, in_file, ag.name());
     REQUIRE(run(w) == nixl::status::success);

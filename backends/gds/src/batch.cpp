@@ -86,10 +86,9 @@ std::size_t batch_pool::free_count() const noexcept {
 using detail::phase;
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
-    : cfg_(cfg),
-      compat_(resolve_compat(cfg.compat_mode)),
+    : file_backend("GDS", resolve_compat(cfg.compat_mode), ctx.agent_name, cfg.cufile_path),
+      cfg_(cfg),
       inflight_cap_(cfg.max_inflight != 0 ? cfg.max_inflight : (compat_ ? cfg.batch_limit : 0)),
-      state_(std::make_unique<detail::shared_state>("GDS", ctx.agent_name, cfg.cufile_path)),
       pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
                                                  cfg.batch_limit)) {
   if (compat_)
@@ -125,14 +124,6 @@ std::size_t backend::slots_wanted(std::size_t chunks) const noexcept {
 backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
 backend& backend::operator=(backend&&) noexcept = default;
-
-backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
-  return state_->register_region(kind, d);
-}
-
-void backend::deregister_region(region& r) noexcept {
-  state_->drop(r);
-}
 
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
@@ -389,11 +380,6 @@ nixl::status backend::release(request& req) noexcept {
   if (!req.slots.empty() && !drain(req)) return nixl::status::repost_active;
   req.phase = phase::idle;
   return nixl::status::success;
-}
-
-std::vector<std::optional<nixl::params>> backend::query_memory(
-    std::span<const nixl::reg_desc> d) const {
-  return state_->query_memory(d);
 }
 
 unsigned backend::pool_size() const noexcept {

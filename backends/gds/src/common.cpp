@@ -21,51 +21,6 @@
 namespace nixl::gds::detail {
 namespace {
 
-/// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
-struct path_mode {
-  int flags = 0;
-  std::string path;
-};
-
-std::optional<path_mode> parse_path_mode(std::string_view meta) {
-  const auto colon = meta.find(':');
-  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
-  std::string_view modes = meta.substr(0, colon);
-  path_mode pm;
-  int access = -1;
-  bool create = false;
-  while (!modes.empty()) {
-    const auto comma = modes.find(',');
-    const std::string_view tok = modes.substr(0, comma);
-    modes = comma == std::string_view::npos ? std::string_view{} : modes.substr(comma + 1);
-    if (tok == "ro")
-      access = O_RDONLY;
-    else if (tok == "rw")
-      access = O_RDWR;
-    else if (tok == "wo")
-      access = O_WRONLY;
-    else if (tok == "direct")
-      pm.flags |= O_DIRECT;
-    else if (tok == "sync")
-      pm.flags |= O_SYNC;
-    else if (tok == "noatime")
-      pm.flags |= O_NOATIME;
-    else if (tok == "create")
-      create = true;
-    else
-      return std::nullopt;  // not a mode list: meta is a plain path
-  }
-  if (access < 0) return std::nullopt;
-  pm.flags |= access | O_CLOEXEC | (create ? O_CREAT : 0);
-  pm.path = std::string(meta.substr(colon + 1));
-  return pm;
-}
-
-std::string meta_path(std::string_view meta) {
-  if (auto pm = parse_path_mode(meta)) return pm->path;
-  return std::string(meta);
-}
-
 /// Why cuFile may refuse a file, for the message: tmpfs and other file systems it cannot use.
 std::string file_hint(int fd) {
   struct statfs fs {};
@@ -80,26 +35,76 @@ std::string file_hint(int fd) {
 
 }  // namespace
 
+namespace {
+
+/// The cuFile backend of each agent that has one, and how many claims hold it.
+struct agent_claims {
+  std::mutex mu;
+  std::map<std::string, std::pair<std::string, unsigned>, std::less<>> held;
+};
+
+agent_claims& claims() {
+  static agent_claims c;
+  return c;
+}
+
+}  // namespace
+
+agent_claim::agent_claim(std::string_view who, std::string_view agent) : agent_(agent) {
+  if (agent_.empty()) return;
+  auto& c = claims();
+  std::lock_guard g(c.mu);
+  auto [it, fresh] = c.held.try_emplace(agent_, std::string(who), 0);
+  if (!fresh && it->second.first != who)
+    raise(status::not_allowed,
+          "{} create_backend: agent '{}' has a {} backend already, and NIXL allows only one of GDS "
+          "and GDS_MT in one agent; use one of them (or two agents)",
+          who, agent_, it->second.first);
+  ++it->second.second;
+  held_ = true;
+}
+
+agent_claim::~agent_claim() {
+  drop();
+}
+
+agent_claim::agent_claim(agent_claim&& o) noexcept
+    : agent_(std::move(o.agent_)), held_(std::exchange(o.held_, false)) {}
+
+agent_claim& agent_claim::operator=(agent_claim&& o) noexcept {
+  if (this != &o) {
+    drop();
+    agent_ = std::move(o.agent_);
+    held_ = std::exchange(o.held_, false);
+  }
+  return *this;
+}
+
+void agent_claim::drop() noexcept {
+  if (!held_) return;
+  held_ = false;
+  auto& c = claims();
+  std::lock_guard g(c.mu);
+  if (auto it = c.held.find(agent_); it != c.held.end() && --it->second.second == 0)
+    c.held.erase(it);
+}
+
 region::region(region&& o) noexcept
-    : kind(o.kind),
-      fd(std::exchange(o.fd, -1)),
-      owns_fd(std::exchange(o.owns_fd, false)),
+    : nixl::detail::file_ref(std::move(o)),
+      kind(o.kind),
       fh(std::exchange(o.fh, nullptr)),
       buf(std::exchange(o.buf, nullptr)),
       device(o.device),
-      path(std::move(o.path)),
       owner(std::exchange(o.owner, nullptr)) {}
 
 region& region::operator=(region&& o) noexcept {
   if (this != &o) {
     if (owner != nullptr) owner->drop(*this);
+    nixl::detail::file_ref::operator=(std::move(o));
     kind = o.kind;
-    fd = std::exchange(o.fd, -1);
-    owns_fd = std::exchange(o.owns_fd, false);
     fh = std::exchange(o.fh, nullptr);
     buf = std::exchange(o.buf, nullptr);
     device = o.device;
-    path = std::move(o.path);
     owner = std::exchange(o.owner, nullptr);
   }
   return *this;
@@ -189,26 +194,7 @@ region shared_state::register_region(mem_kind kind, const reg_desc& d) {
           "{} register_region: memory kind {} is not supported; use dram, vram or file", who_,
           kind);
   r.owner = this;  // from here on, the region closes what it opened
-  if (auto pm = parse_path_mode(d.meta)) {
-    const int fd = ::open(pm->path.c_str(), pm->flags, 0644);
-    if (fd < 0)
-      raise(status::invalid_param,
-            "{} register_region: cannot open '{}' (meta '{}'): {}; check the path and the mode "
-            "(ro|rw[,direct][,sync][,noatime][,create])",
-            who_, pm->path, d.meta, std::strerror(errno));
-    r.fd = fd;
-    r.owns_fd = true;
-    r.path = std::move(pm->path);
-  } else {
-    if (d.dev > static_cast<std::uint64_t>(INT_MAX) ||
-        ::fcntl(static_cast<int>(d.dev), F_GETFD) < 0)
-      raise(status::invalid_param,
-            "{} register_region: dev {} is not an open file descriptor; pass an open fd as dev, "
-            "or a path as '<ro|rw>[,flags]:<path>' in meta",
-            who_, d.dev);
-    r.fd = static_cast<int>(d.dev);
-    r.path = d.meta;
-  }
+  static_cast<nixl::detail::file_ref&>(r) = nixl::detail::open_file(who_, d);
   // cuFile cannot use files on tmpfs (in compatibility mode it fails them one way or another):
   // say so here, with the fix, rather than at the first transfer.
   struct statfs fs {};
@@ -237,9 +223,7 @@ void shared_state::drop(region& r) noexcept {
     NIXL_CUFILE_WARN(lib_->cuFileBufDeregister(r.buf));
     r.buf = nullptr;
   }
-  if (r.owns_fd && r.fd >= 0) ::close(r.fd);
-  r.fd = -1;
-  r.owns_fd = false;
+  r.close();
   r.owner = nullptr;
 }
 
@@ -250,31 +234,7 @@ std::size_t shared_state::open_handles() const {
 
 std::vector<std::optional<params>> shared_state::query_memory(
     std::span<const reg_desc> descs) const {
-  std::vector<std::optional<params>> out;
-  out.reserve(descs.size());
-  for (const auto& d : descs) {
-    struct stat st {};
-    const std::string path = meta_path(d.meta);
-    int rc = -1;
-    errno = EBADF;
-    if (!path.empty())
-      rc = ::stat(path.c_str(), &st);
-    else if (d.dev <= static_cast<std::uint64_t>(INT_MAX))
-      rc = ::fstat(static_cast<int>(d.dev), &st);
-    if (rc != 0) {
-      const int e = errno;
-      if (e == ENOENT || e == ENOTDIR || e == EBADF) {
-        out.emplace_back(std::nullopt);
-        continue;
-      }
-      raise(status::backend, "{} query_memory: path '{}', dev {}: {}", who_, path, d.dev,
-            std::strerror(e));
-    }
-    out.emplace_back(params{{"size", std::to_string(st.st_size)},
-                            {"mode", std::to_string(st.st_mode)},
-                            {"mtime", std::to_string(st.st_mtime)}});
-  }
-  return out;
+  return nixl::detail::query_files(who_, descs);
 }
 
 void report_chunk(std::string_view who, bool write, const chunk& c, long long ret) noexcept {

@@ -171,10 +171,8 @@ void thread_pool::execute(job& j, std::size_t i) noexcept {
 namespace nixl::gds_mt {
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
-    : cfg_(cfg),
-      compat_(gds::resolve_compat(cfg.compat_mode)),
-      state_(
-          std::make_unique<gds::detail::shared_state>("GDS_MT", ctx.agent_name, cfg.cufile_path)),
+    : file_backend("GDS_MT", gds::resolve_compat(cfg.compat_mode), ctx.agent_name, cfg.cufile_path),
+      cfg_(cfg),
       pool_(std::make_unique<gds::detail::thread_pool>(state_->lib(), cfg.thread_count, "GDS_MT")) {
   if (compat_)
     log::info(
@@ -195,14 +193,6 @@ std::size_t backend::chunk_size_for(std::size_t total) const noexcept {
 backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
 backend& backend::operator=(backend&&) noexcept = default;
-
-backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
-  return state_->register_region(kind, d);
-}
-
-void backend::deregister_region(region& r) noexcept {
-  state_->drop(r);
-}
 
 namespace {
 bool busy(const gds::detail::job& j) noexcept {
@@ -272,11 +262,6 @@ nixl::status backend::release(request& req) noexcept {
   }
   req.job.reset();
   return nixl::status::success;
-}
-
-std::vector<std::optional<nixl::params>> backend::query_memory(
-    std::span<const nixl::reg_desc> d) const {
-  return state_->query_memory(d);
 }
 
 unsigned backend::thread_count() const noexcept {

@@ -35,42 +35,6 @@ void http_op::reset_results() noexcept {
   last_modified.clear();
 }
 
-std::string_view xml_value(std::string_view xml, std::string_view tag) noexcept {
-  const std::string open = fmt::format("<{}>", tag), close = fmt::format("</{}>", tag);
-  const auto a = xml.find(open);
-  if (a == std::string_view::npos) return {};
-  const auto b = xml.find(close, a + open.size());
-  if (b == std::string_view::npos) return {};
-  return xml.substr(a + open.size(), b - a - open.size());
-}
-
-std::string describe(const http_op& op, const dialect& d) {
-  const job& j = *op.owner;
-  std::string s = fmt::format("{} {} '{}/{}'", d.name(), op.method, d.container(), j.key);
-  if (op.method == "GET" && op.down_cap > 0)
-    s += fmt::format(" bytes {}-{}", op.range_begin, op.range_begin + op.down_cap - 1);
-  else if (!op.query.empty())
-    s += fmt::format(" ?{}", op.query.substr(0, 80));
-  return s;
-}
-
-void add_get_ops(job& j, const dialect& d, const http_config& cfg) {
-  const std::string path = d.object_path(j.key);
-  const std::size_t piece = j.len > cfg.multipart_threshold ? cfg.part_size : j.len;
-  for (std::size_t at = 0; at < j.len; at += piece) {
-    const std::size_t n = std::min(piece, j.len - at);
-    http_op& op = j.ops.emplace_back();
-    op.owner = &j;
-    op.method = "GET";
-    op.path = path;
-    op.range_begin = j.offset + at;
-    op.headers.emplace_back(std::string(d.range_header()),
-                            fmt::format("bytes={}-{}", op.range_begin, op.range_begin + n - 1));
-    op.down = j.mem + at;
-    op.down_cap = n;
-  }
-}
-
 namespace {
 
 std::once_flag curl_once;

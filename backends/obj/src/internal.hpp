@@ -4,6 +4,7 @@
 // of its errors.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -108,31 +109,81 @@ struct xfer {
   bool reported = false;
 };
 
-/// What a store adds to the HTTP layer.
+/// The request shape every store shares (request.cpp): URLs of a container and its objects,
+/// HEAD, GET by ranges, whole-object PUT, uploads in parts, and the reading of error answers.
+/// A store (s3.cpp, azure.cpp) fills in its names and adds its signing, its multipart protocol
+/// and the hints of its errors.
 class dialect {
  public:
   virtual ~dialect() = default;
-  virtual std::string_view name() const noexcept = 0;
+  std::string_view name() const noexcept { return name_; }
   /// "http://host:port", what paths are appended to.
-  virtual const std::string& base_url() const noexcept = 0;
-  /// The path of an object ("/bucket/key" or the store's form).
-  virtual std::string object_path(std::string_view key) const = 0;
-  /// Header naming a byte range ("Range" or "x-ms-range").
-  virtual std::string_view range_header() const noexcept = 0;
+  const std::string& base_url() const noexcept { return base_; }
+  /// The bucket or container: what messages name.
+  std::string_view container() const noexcept { return container_; }
+  /// The path of an object: the container's path, "/", the percent-encoded key.
+  std::string object_path(std::string_view key) const;
   /// Fills `j.ops` for stage `j.stage` (reading the previous stage's answers from `j.ops`);
   /// returns false when the job has no further stage. Throws `nixl::error` with the reason
   /// when an answer is unusable.
-  virtual bool build_stage(job& j, const http_config& cfg) = 0;
+  bool build_stage(job& j, const http_config& cfg);
+  /// The status and message of a failed answer (`op.http` >= 300), with the server's words:
+  /// the code and message of its XML body (or of its error header), and the store's hint.
+  status map_error(const http_op& op, std::string& msg) const;
+
   /// The header lines ("Name: value") to send for this attempt, signature included.
   virtual std::vector<std::string> sign(http_op& op) = 0;
-  /// The status and message of a failed answer (`op.http` >= 300), with the server's words.
-  virtual status map_error(const http_op& op, std::string& msg) const = 0;
-  /// The bucket or container: what messages name.
-  virtual std::string_view container() const noexcept = 0;
+
+ protected:
+  /// A store's names: its backend name, base URL, container, the container's path (objects
+  /// lie below it) and the header of a byte range ("Range" or "x-ms-range").
+  dialect(std::string_view name, std::string base, std::string container, std::string prefix,
+          std::string_view range_header)
+      : name_(name),
+        base_(std::move(base)),
+        container_(std::move(container)),
+        prefix_(std::move(prefix)),
+        range_header_(range_header) {}
+
+  /// Starts a stage of one operation (clearing the last stage's).
+  static http_op& only_op(job& j, std::string method, std::string path, std::string query = {});
+  /// Adds one PUT per `cfg.part_size` bytes of the job's memory, the query of part n (from 0)
+  /// given by `query(n)`, after clearing the last stage's.
+  template <class Query>
+  void add_part_ops(job& j, const http_config& cfg, Query&& query) const {
+    j.ops.clear();
+    const std::string path = object_path(j.key);
+    std::size_t n = 0;
+    for (std::size_t at = 0; at < j.len; at += cfg.part_size, ++n) {
+      http_op& op = j.ops.emplace_back();
+      op.method = "PUT";
+      op.path = path;
+      op.query = query(n);
+      op.up = j.mem + at;
+      op.up_len = std::min(cfg.part_size, j.len - at);
+      op.part = n;
+    }
+  }
+  /// Adds GET operations for `j`'s range: one, or one per `part_size` above the threshold.
+  void add_get_ops(job& j, const http_config& cfg) const;
+  /// `headers` as lines "Name: value".
+  static std::vector<std::string> header_lines(
+      const std::vector<std::pair<std::string, std::string>>& headers);
+
+  /// The operation that creates the container.
+  virtual void container_op(job& j) const = 0;
+  /// Stages of a PUT above the multipart threshold.
+  virtual bool upload_stage(job& j, const http_config& cfg) = 0;
+  /// Headers of a whole-object PUT besides those the signer adds.
+  virtual void put_headers(http_op&) const {}
+  /// The operation that gives up a failed upload; false when the store needs none.
+  virtual bool abort_op(job&) const { return false; }
+  /// What to add to the message of an error answer: "; <the fix>", or empty.
+  virtual std::string hint(status s, std::string_view code) const = 0;
+
+  std::string name_, base_, container_, prefix_, range_header_;
 };
 
-/// Adds GET operations for `j`'s range: one, or one per `part_size` above the threshold.
-void add_get_ops(job& j, const dialect& d, const http_config& cfg);
 /// The text between <tag> and </tag> in `xml`, or empty.
 std::string_view xml_value(std::string_view xml, std::string_view tag) noexcept;
 /// `op`'s method and what it was for, for messages ("GET 'bucket/key' bytes 0-99").

@@ -1,5 +1,5 @@
 // The S3 dialect of the object store engine: path-style or virtual-hosted URLs, AWS Signature V4
-// on every attempt, multipart upload above the threshold, and S3's error codes.
+// on every attempt, multipart upload above the threshold, and S3's error hints.
 
 #include <chrono>
 
@@ -14,54 +14,17 @@ namespace {
 constexpr std::string_view empty_sha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
+std::string host_of(const obj::config& c) {
+  return c.virtual_addressing ? c.bucket + "." + c.endpoint : c.endpoint;
+}
+
 class s3_dialect final : public dialect {
  public:
-  explicit s3_dialect(const obj::config& c) : c_(c) {
-    host_ = c_.virtual_addressing ? c_.bucket + "." + c_.endpoint : c_.endpoint;
-    base_ = c_.scheme + "://" + host_;
-    prefix_ = c_.virtual_addressing ? std::string{} : "/" + uri_encode(c_.bucket, false);
-  }
-
-  std::string_view name() const noexcept override { return "OBJ"; }
-  const std::string& base_url() const noexcept override { return base_; }
-  std::string_view container() const noexcept override { return c_.bucket; }
-  std::string_view range_header() const noexcept override { return "Range"; }
-  std::string object_path(std::string_view key) const override {
-    return prefix_ + "/" + uri_encode(key, true);
-  }
-
-  bool build_stage(job& j, const http_config& cfg) override {
-    switch (j.kind) {
-      case job_kind::get:
-        if (j.stage > 0) return false;
-        j.ops.clear();
-        add_get_ops(j, *this, cfg);
-        return true;
-      case job_kind::head:
-      case job_kind::make_bucket:
-        if (j.stage > 0) return false;
-        j.ops.clear();
-        {
-          http_op& op = j.ops.emplace_back();
-          op.method = j.kind == job_kind::head ? "HEAD" : "PUT";
-          op.path = j.kind == job_kind::head ? object_path(j.key) : prefix_ + "/";
-          if (c_.virtual_addressing && j.kind == job_kind::make_bucket) op.path = "/";
-        }
-        return true;
-      case job_kind::put:
-        return j.len > cfg.multipart_threshold ? multipart_stage(j, cfg) : single_put(j);
-      case job_kind::abort_upload: {
-        if (j.stage > 0) return false;
-        j.ops.clear();
-        http_op& op = j.ops.emplace_back();
-        op.method = "DELETE";
-        op.path = object_path(j.key);
-        op.query = "uploadId=" + uri_encode(j.upload_id, false);
-        return true;
-      }
-    }
-    return false;
-  }
+  explicit s3_dialect(const obj::config& c)
+      : dialect("OBJ", c.scheme + "://" + host_of(c), c.bucket,
+                c.virtual_addressing ? std::string{} : "/" + uri_encode(c.bucket, false), "Range"),
+        c_(c),
+        host_(host_of(c)) {}
 
   std::vector<std::string> sign(http_op& op) override {
     const auto now = std::chrono::system_clock::now();
@@ -86,78 +49,42 @@ class s3_dialect final : public dialect {
     for (const auto& h : op.headers) r.headers.push_back(h);
     r.payload_hash = op.payload_hash;
     sigv4::credentials cr{c_.access_key, c_.secret_key, c_.region, "s3"};
-    std::vector<std::string> lines;
-    lines.reserve(r.headers.size() + 1);
-    for (const auto& [k, v] : r.headers) lines.push_back(k + ": " + v);
+    std::vector<std::string> lines = header_lines(r.headers);
     lines.push_back("Authorization: " + sigv4::authorization(r, cr, date));
     return lines;
   }
 
-  status map_error(const http_op& op, std::string& msg) const override {
-    std::string code(xml_value(op.body, "Code"));
-    std::string text(xml_value(op.body, "Message"));
-    if (code.empty()) code = fmt::format("HTTP {}", op.http);
-    status s = status::backend;
-    std::string hint;
-    if (op.http == 404) {
-      s = status::not_found;
-      if (code == "NoSuchBucket")
-        hint = fmt::format("; create bucket '{}' or set bucket / AWS_DEFAULT_BUCKET", c_.bucket);
-    } else if (op.http == 403 || op.http == 401) {
-      s = status::not_allowed;
-      hint = "; check access_key, secret_key, session_token and region";
-    } else if (op.http == 400 || op.http == 411 || op.http == 416) {
-      s = status::invalid_param;
-    }
-    msg = fmt::format("{}: HTTP {} {}{}{}{}", describe(op, *this), op.http, code,
-                      text.empty() ? "" : ": ", text, hint);
-    if (op.attempt > 0) msg += fmt::format(" (after {} attempts)", op.attempt + 1);
-    return s;
-  }
-
  private:
-  bool single_put(job& j) {
-    if (j.stage > 0) return false;
-    j.ops.clear();
-    http_op& op = j.ops.emplace_back();
-    op.method = "PUT";
-    op.path = object_path(j.key);
-    op.up = j.mem;
-    op.up_len = j.len;
+  void container_op(job& j) const override { only_op(j, "PUT", prefix_ + "/"); }
+
+  bool abort_op(job& j) const override {
+    only_op(j, "DELETE", object_path(j.key), "uploadId=" + uri_encode(j.upload_id, false));
     return true;
   }
 
+  std::string hint(status s, std::string_view code) const override {
+    if (s == status::not_found && code == "NoSuchBucket")
+      return fmt::format("; create bucket '{}' or set bucket / AWS_DEFAULT_BUCKET", c_.bucket);
+    if (s == status::not_allowed) return "; check access_key, secret_key, session_token and region";
+    return {};
+  }
+
   /// Stage 0 starts the upload, 1 sends the parts, 2 completes it, 3 reads the answer.
-  bool multipart_stage(job& j, const http_config& cfg) {
-    const std::string path = object_path(j.key);
+  bool upload_stage(job& j, const http_config& cfg) override {
     switch (j.stage) {
-      case 0: {
-        j.ops.clear();
-        http_op& op = j.ops.emplace_back();
-        op.method = "POST";
-        op.path = path;
-        op.query = "uploads=";
-        op.keep_body = true;
+      case 0:
+        only_op(j, "POST", object_path(j.key), "uploads=").keep_body = true;
         return true;
-      }
       case 1: {
         const std::string_view id = xml_value(j.ops.at(0).body, "UploadId");
         if (id.empty() || id.size() > 1024)
           raise(status::backend, "OBJ POST '{}/{}' ?uploads: no UploadId in the answer", c_.bucket,
                 j.key);
         j.upload_id = std::string(id);
-        j.ops.clear();
         const std::string uid = uri_encode(j.upload_id, false);
-        std::size_t n = 0;
-        for (std::size_t at = 0; at < j.len; at += cfg.part_size, ++n) {
-          http_op& op = j.ops.emplace_back();
-          op.method = "PUT";
-          op.path = path;
-          op.query = fmt::format("partNumber={}&uploadId={}", n + 1, uid);
-          op.up = j.mem + at;
-          op.up_len = std::min(cfg.part_size, j.len - at);
-          op.part = n;
-        }
+        add_part_ops(j, cfg, [&](std::size_t n) {
+          return fmt::format("partNumber={}&uploadId={}", n + 1, uid);
+        });
         return true;
       }
       case 2: {
@@ -170,11 +97,8 @@ class s3_dialect final : public dialect {
                              op.etag);
         }
         xml += "</CompleteMultipartUpload>";
-        j.ops.clear();
-        http_op& op = j.ops.emplace_back();
-        op.method = "POST";
-        op.path = path;
-        op.query = "uploadId=" + uri_encode(j.upload_id, false);
+        http_op& op =
+            only_op(j, "POST", object_path(j.key), "uploadId=" + uri_encode(j.upload_id, false));
         op.up_text = std::move(xml);
         op.keep_body = true;
         op.headers.emplace_back("Content-Type", "application/xml");
@@ -192,7 +116,7 @@ class s3_dialect final : public dialect {
   }
 
   obj::config c_;
-  std::string host_, base_, prefix_;
+  std::string host_;
 };
 
 }  // namespace

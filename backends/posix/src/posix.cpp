@@ -21,52 +21,6 @@ namespace {
 
 using detail::engine_kind;
 
-/// NIXL's path mode: "<ro|rw>[,direct][,sync][,noatime][,create]:<path>".
-struct path_mode {
-  int flags = 0;
-  bool create = false;
-  std::string path;
-};
-
-std::optional<path_mode> parse_path_mode(std::string_view meta) {
-  auto colon = meta.find(':');
-  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
-  std::string_view modes = meta.substr(0, colon);
-  path_mode pm;
-  int access = -1;
-  while (!modes.empty()) {
-    auto comma = modes.find(',');
-    std::string_view tok = modes.substr(0, comma);
-    modes = comma == std::string_view::npos ? std::string_view{} : modes.substr(comma + 1);
-    if (tok == "ro")
-      access = O_RDONLY;
-    else if (tok == "rw")
-      access = O_RDWR;
-    else if (tok == "wo")
-      access = O_WRONLY;
-    else if (tok == "direct")
-      pm.flags |= O_DIRECT;
-    else if (tok == "sync")
-      pm.flags |= O_SYNC;
-    else if (tok == "noatime")
-      pm.flags |= O_NOATIME;
-    else if (tok == "create")
-      pm.create = true;
-    else
-      return std::nullopt;  // not a mode list: meta is a plain path
-  }
-  if (access < 0) return std::nullopt;
-  pm.flags |= access | O_CLOEXEC | (pm.create ? O_CREAT : 0);
-  pm.path = std::string(meta.substr(colon + 1));
-  return pm;
-}
-
-/// The path named by a registration's meta string (plain or path mode).
-std::string meta_path(std::string_view meta) {
-  if (auto pm = parse_path_mode(meta)) return pm->path;
-  return std::string(meta);
-}
-
 void fill_direct(backend::region& r) {
   int fl = ::fcntl(r.fd, F_GETFL);
   r.direct = fl >= 0 && (fl & O_DIRECT) != 0;
@@ -130,33 +84,6 @@ backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
 backend& backend::operator=(backend&&) noexcept = default;
 
-backend::region::region(region&& o) noexcept
-    : kind(o.kind),
-      fd(std::exchange(o.fd, -1)),
-      owns_fd(std::exchange(o.owns_fd, false)),
-      direct(o.direct),
-      mem_align(o.mem_align),
-      off_align(o.off_align),
-      path(std::move(o.path)) {}
-
-backend::region& backend::region::operator=(region&& o) noexcept {
-  if (this != &o) {
-    if (owns_fd && fd >= 0) NIXL_POSIX_WARN(::close(fd));
-    kind = o.kind;
-    fd = std::exchange(o.fd, -1);
-    owns_fd = std::exchange(o.owns_fd, false);
-    direct = o.direct;
-    mem_align = o.mem_align;
-    off_align = o.off_align;
-    path = std::move(o.path);
-  }
-  return *this;
-}
-
-backend::region::~region() {
-  if (owns_fd && fd >= 0) NIXL_POSIX_WARN(::close(fd));
-}
-
 backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d) {
   region r;
   r.kind = kind;
@@ -164,32 +91,13 @@ backend::region backend::register_region(mem_kind kind, const nixl::reg_desc& d)
   if (kind != mem_kind::file)
     raise(status::not_supported,
           "POSIX register_region: memory kind {} is not supported; use dram or file", kind);
-  if (auto pm = parse_path_mode(d.meta)) {
-    r.fd = NIXL_POSIX_CHECK_HINT(
-        ::open(pm->path.c_str(), pm->flags, 0644), status::invalid_param,
-        fmt::format("POSIX register_region: path '{}' of meta '{}'; check the path and the mode "
-                    "(ro|rw[,direct][,sync][,noatime][,create])",
-                    pm->path, d.meta));
-    r.owns_fd = true;
-    r.path = std::move(pm->path);
-  } else {
-    if (d.dev > static_cast<std::uint64_t>(INT_MAX) ||
-        ::fcntl(static_cast<int>(d.dev), F_GETFD) < 0)
-      raise(status::invalid_param,
-            "POSIX register_region: dev {} is not an open file descriptor; pass an open fd as dev, "
-            "or a path as '<ro|rw>[,flags]:<path>' in meta",
-            d.dev);
-    r.fd = static_cast<int>(d.dev);
-    r.path = d.meta;
-  }
+  static_cast<nixl::detail::file_ref&>(r) = nixl::detail::open_file("POSIX", d);
   fill_direct(r);
   return r;
 }
 
 void backend::deregister_region(region& r) noexcept {
-  if (r.owns_fd && r.fd >= 0) NIXL_POSIX_WARN(::close(r.fd));
-  r.fd = -1;
-  r.owns_fd = false;
+  r.close();
 }
 
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
@@ -268,35 +176,7 @@ void backend::report(request& req) const noexcept {
 
 std::vector<std::optional<nixl::params>> backend::query_memory(
     std::span<const nixl::reg_desc> descs) const {
-  std::vector<std::optional<nixl::params>> out;
-  out.reserve(descs.size());
-  for (const auto& d : descs) {
-    struct stat st {};
-    std::string path = meta_path(d.meta);
-    int rc = 0;
-    if (!path.empty()) {
-      rc = ::stat(path.c_str(), &st);
-    } else if (d.dev <= static_cast<std::uint64_t>(INT_MAX)) {
-      rc = ::fstat(static_cast<int>(d.dev), &st);
-    } else {
-      rc = -1;
-      errno = EBADF;
-    }
-    if (rc != 0) {
-      int e = errno;
-      if (e == ENOENT || e == ENOTDIR || e == EBADF) {
-        out.emplace_back(std::nullopt);
-        continue;
-      }
-      detail::throw_posix(e, path.empty() ? "::fstat(dev)" : "::stat(path)", __FILE__, __LINE__,
-                          status::backend,
-                          fmt::format("POSIX query_memory: path '{}', dev {}", path, d.dev));
-    }
-    out.emplace_back(nixl::params{{"size", std::to_string(st.st_size)},
-                                  {"mode", std::to_string(st.st_mode)},
-                                  {"mtime", std::to_string(st.st_mtime)}});
-  }
-  return out;
+  return nixl::detail::query_files("POSIX", descs);
 }
 
 }  // namespace nixl::posix

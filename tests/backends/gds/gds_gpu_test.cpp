@@ -47,7 +47,7 @@ template <class B>
 std::optional<B> start(std::string& why, nixl::params p = {}) {
   try {
     return std::optional<B>(std::in_place, B::config::from_params(p),
-                            nixl::backend_context{"gds-gpu"});
+                            nixl::backend_context{"gds-gpu-" + std::string(B::name)});
   } catch (const nixl::error& e) {
     why = e.what();
     if (why.find("libcufile not found") == std::string::npos) throw;
@@ -144,7 +144,7 @@ TEMPLATE_TEST_CASE("gds gpu: VRAM and DRAM <-> file, data checked", "[gds][gpu]"
     memory src(kind, total), dst(kind, total);
     const auto bytes = pattern(total, static_cast<std::uint32_t>(s.count * 7 + s.len));
     src.put(bytes);
-    const auto pieces = pieces_of<TestType>(scattered(s.count, s.len));
+    const auto pieces = scattered(s.count, s.len);
     {
       rig<TestType> r(*b, kind, src.addr(), total, 0, fd.fd);
       REQUIRE(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);

@@ -2,6 +2,7 @@
 // the library lookup, chunking, the batch pool, a full pool, error paths, cancellation, file
 // handles, path mode and query_memory, and the agent's loopback path.
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -127,20 +128,20 @@ TEMPLATE_TEST_CASE("gds: DRAM <-> file, chunked at max_request_size", "[gds]", g
   auto b = make<TestType>(p<TestType>(extra));
   buffer src(count * len), dst(count * len);
   src.fill(static_cast<std::uint32_t>(count + len));
-  const auto pieces = pieces_of<TestType>(scattered(count, len));
+  const auto pieces = scattered(count, len);
   const std::size_t chunks_each = (len + 65535) / 65536;
   const long entries0 = f.get("entries"), sync0 = f.get("sync_calls");
   f.set("max_entry", 0);
   f.set("max_sync", 0);
   {
-    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
   }
   {
-    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
   }
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   const long moved =
       std::is_same_v<TestType, gds_b> ? f.get("entries") - entries0 : f.get("sync_calls") - sync0;
   CHECK(moved == static_cast<long>(2 * count * chunks_each));
@@ -159,15 +160,15 @@ TEST_CASE("gds: a small pool carries many batches, reusing its handles", "[gds]"
   src.fill(3);
   const long submits0 = f.get("submits");
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::write, scattered(1000, 4096)) == nixl::status::success);
   }
   CHECK(f.get("submits") - submits0 == 250);  // 1000 entries, 4 per batch
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::read, scattered(1000, 4096)) == nixl::status::success);
   }
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   CHECK(b.free_batches() == 2);
 }
 
@@ -178,7 +179,7 @@ TEST_CASE("gds: a full batch pool gives a clear status at once, never a hang", "
   auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "1"}, {"batch_limit", "4"}}));
   buffer src(8 * 4096);
   src.fill(5);
-  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
   gds_b::request a, c;
   r.prepare(a, nixl::xfer_op::write, {{0, 0, 4096}, {4096, 4096, 4096}});
   r.prepare(c, nixl::xfer_op::write, {{8192, 8192, 4096}});
@@ -206,9 +207,9 @@ TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
   src.fill(6);
   SECTION("GDS: the batches are canceled and their handles return to the pool") {
     auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "2"}, {"batch_limit", "8"}}));
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     gds_b::request q;
-    r.prepare(q, nixl::xfer_op::write, pieces_of<gds_b>(scattered(64, 4096)));
+    r.prepare(q, nixl::xfer_op::write, scattered(64, 4096));
     const long cancels0 = f.get("cancels");
     f.set("hang", 1);
     CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
@@ -227,7 +228,7 @@ TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
   }
   SECTION("GDS: a cancel that cuFile refuses is waited for, bounded by cancel_timeout_ms") {
     auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "1"}, {"cancel_timeout_ms", "200"}}));
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     gds_b::request q;
     r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
     f.set("hang", 1);
@@ -245,9 +246,9 @@ TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
   }
   SECTION("GDS_MT: chunks not started are dropped, running ones are waited for") {
     auto b = make<mt_b>(p<mt_b>({{"thread_count", "2"}}));
-    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     mt_b::request q;
-    r.prepare(q, nixl::xfer_op::write, pieces_of<mt_b>(scattered(64, 4096)));
+    r.prepare(q, nixl::xfer_op::write, scattered(64, 4096));
     f.set("delay_us", 50'000);
     const long calls0 = f.get("sync_calls");
     CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
@@ -263,7 +264,7 @@ TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
   }
   SECTION("GDS_MT: running chunks past cancel_timeout_ms give repost_active") {
     auto b = make<mt_b>(p<mt_b>({{"thread_count", "1"}, {"cancel_timeout_ms", "50"}}));
-    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     mt_b::request q;
     r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
     f.set("delay_us", 400'000);
@@ -292,15 +293,15 @@ TEMPLATE_TEST_CASE("gds: error paths give an error status and a message", "[gds]
   }
   SECTION("a READ past the end of the file") {
     fd_guard fd(::open((tmp / "short").c_str(), O_RDWR | O_CREAT, 0600));
-    REQUIRE(::pwrite(fd.fd, buf.p, 4096, 0) == 4096);
-    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    REQUIRE(::pwrite(fd.fd, buf.data(), 4096, 0) == 4096);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd.fd);
     CHECK(r.run(nixl::xfer_op::read, {{0, 0, 8192}}) == nixl::status::backend);
     CHECK(r.run(nixl::xfer_op::read, {{0, 8192, 4096}}) == nixl::status::backend);
     CHECK(r.run(nixl::xfer_op::read, {{0, 0, 4096}}) == nixl::status::success);
   }
   SECTION("an I/O error") {
     fd_guard fd(::open((tmp / "io").c_str(), O_RDWR | O_CREAT, 0600));
-    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd.fd);
     f.set("fail_io", 1);
     CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::backend);
     CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::success);
@@ -320,7 +321,7 @@ TEMPLATE_TEST_CASE("gds: error paths give an error status and a message", "[gds]
   }
   SECTION("pairs that are not memory <-> file") {
     fd_guard fd(::open((tmp / "p").c_str(), O_RDWR | O_CREAT, 0600));
-    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd.fd);
     nixl::bound_desc<typename TestType::region> l;
     l.addr = buf.addr();
     l.len = 4096;
@@ -336,7 +337,7 @@ TEMPLATE_TEST_CASE("gds: error paths give an error status and a message", "[gds]
   }
   SECTION("notifications are not supported") {
     fd_guard fd(::open((tmp / "n").c_str(), O_RDWR | O_CREAT, 0600));
-    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd.fd);
     typename TestType::request q;
     r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
     CHECK(b.post(q, std::string_view("hi")) == nixl::status::not_supported);
@@ -362,7 +363,7 @@ TEMPLATE_TEST_CASE("gds: files get one cuFile handle per descriptor; buffers are
     b.deregister_region(r2);
     CHECK(f.get("handles") - handles0 == 0);
     buffer buf(8192);
-    auto m = b.register_region(nixl::mem_kind::dram, {{buf.addr(), buf.n, 0}, ""});
+    auto m = b.register_region(nixl::mem_kind::dram, {{buf.addr(), buf.size(), 0}, ""});
     CHECK(f.get("buffers") - bufs0 == 1);
     b.deregister_region(m);
     CHECK(f.get("buffers") - bufs0 == 0);
@@ -370,12 +371,12 @@ TEMPLATE_TEST_CASE("gds: files get one cuFile handle per descriptor; buffers are
     f.set("refuse_buf", 1);
     buffer src(8192);
     src.fill(4);
-    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     CHECK(r.mem.buf == nullptr);
     CHECK(r.run(nixl::xfer_op::write, {{0, 0, 8192}}) == nixl::status::success);
     std::vector<std::byte> back(8192);
     REQUIRE(::pread(fd.fd, back.data(), back.size(), 0) == 8192);
-    CHECK(std::memcmp(back.data(), src.p, 8192) == 0);
+    CHECK(std::memcmp(back.data(), src.data(), 8192) == 0);
   }
   CHECK(f.get("handles") - handles0 == 0);
 }
@@ -388,24 +389,13 @@ TEMPLATE_TEST_CASE("gds: path mode and query_memory", "[gds]", gds_b, mt_b) {
   buffer buf(8192);
   buf.fill(8);
   {
-    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.n, 0, 7, "rw,create:" + path);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, 7, "rw,create:" + path);
     CHECK(r.file.owns_fd);
     CHECK(r.file.fd >= 0);
     CHECK(r.run(nixl::xfer_op::write, {{0, 4096, 8192}}) == nixl::status::success);
   }
   CHECK(fs::exists(path));
-  std::vector<nixl::reg_desc> q = {{{0, 0, 42}, "rw,create:" + path},
-                                   {{0, 0, 0}, path},
-                                   {{0, 0, 0}, (tmp / "nope").string()},
-                                   {{0, 0, 0}, "ro:" + (tmp / "nope").string()}};
-  auto res = b.query_memory(q);
-  REQUIRE(res.size() == 4);
-  REQUIRE(res[0].has_value());
-  REQUIRE(res[1].has_value());
-  CHECK(res[0]->at("size") == std::to_string(4096 + 8192));
-  CHECK(res[1]->at("size") == std::to_string(4096 + 8192));
-  CHECK_FALSE(res[2].has_value());
-  CHECK_FALSE(res[3].has_value());
+  nixl::test::check_file_queries(b, tmp.dir, path, 4096 + 8192);
   const auto msg = message([&] {
     (void)b.register_region(nixl::mem_kind::file, {{0, 0, 1}, "ro:" + (tmp / "nope").string()});
   });
@@ -414,11 +404,11 @@ TEMPLATE_TEST_CASE("gds: path mode and query_memory", "[gds]", gds_b, mt_b) {
   // O_DIRECT through path mode, with aligned buffers and offsets.
   {
     buffer back(8192);
-    rig<TestType> r(b, nixl::mem_kind::dram, back.addr(), back.n, 0, 8, "ro,direct:" + path);
+    rig<TestType> r(b, nixl::mem_kind::dram, back.addr(), back.size(), 0, 8, "ro,direct:" + path);
     const int fl = ::fcntl(r.file.fd, F_GETFL);
     if (fl < 0 || (fl & O_DIRECT) == 0) NIXL_SKIP("O_DIRECT not kept on this file system");
     CHECK(r.run(nixl::xfer_op::read, {{0, 4096, 8192}}) == nixl::status::success);
-    CHECK(std::memcmp(back.p, buf.p, 8192) == 0);
+    CHECK(std::memcmp(back.data(), buf.data(), 8192) == 0);
   }
 }
 
@@ -443,19 +433,19 @@ TEST_CASE("gds: DRAM moves with synchronous calls by default, not the batch API"
   for (std::size_t i = 0; i < count; ++i) pieces.push_back({i * len, (count - 1 - i) * len, len});
   const long submits = f.get("submits"), calls = f.get("sync_calls");
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     CHECK(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
   }
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     CHECK(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
   }
-  CHECK(std::memcmp(dst.p, src.p, src.n) == 0);
+  CHECK(std::memcmp(dst.data(), src.data(), src.size()) == 0);
   CHECK(f.get("submits") == submits);
   CHECK(f.get("sync_calls") - calls == static_cast<long>(2 * count));
   CHECK(b.free_batches() == b.pool_size());
   // A failing chunk fails the request, and the next one works.
-  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
   f.set("fail_io", 1);
   CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::backend);
   CHECK(r.run(nixl::xfer_op::write, {{0, 0, 4096}}) == nixl::status::success);
@@ -475,8 +465,8 @@ TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b,
   buffer src(count * len), dst(count * len);
   src.fill(10);
   nixl::reg_dlist mem(nixl::mem_kind::dram);
-  mem.push_back({{src.addr(), src.n, 0}, ""});
-  mem.push_back({{dst.addr(), dst.n, 0}, ""});
+  mem.push_back({{src.addr(), src.size(), 0}, ""});
+  mem.push_back({{dst.addr(), dst.size(), 0}, ""});
   nixl::reg_dlist file(nixl::mem_kind::file);
   file.push_back({{0, count * len, static_cast<std::uint64_t>(fd.fd)}, ""});
   a.register_memory(mem);
@@ -488,21 +478,44 @@ TEMPLATE_TEST_CASE("gds: through the agent, loopback to itself", "[gds]", gds_b,
       r.push_back({(count - 1 - i) * len, len, static_cast<std::uint64_t>(fd.fd)});
     }
     auto req = a.create_request(op, l, r, "gds-agent");
-    auto s = req.post();
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (s == nixl::status::in_progress && std::chrono::steady_clock::now() < end)
-      s = req.status();
-    return s;
+    const auto s = req.post();
+    return s == nixl::status::in_progress ? nixl::test::wait(req) : s;
   };
   CHECK(run(nixl::xfer_op::write, src) == nixl::status::success);
   CHECK(run(nixl::xfer_op::read, dst) == nixl::status::success);
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   auto q = a.query_memory(file, {{std::string(TestType::name)}});
   REQUIRE(q.size() == 1);
   REQUIRE(q[0].has_value());
   CHECK(q[0]->at("size") == std::to_string(count * len));
   a.deregister_memory(file);
   a.deregister_memory(mem);
+}
+
+TEST_CASE("gds: GDS and GDS_MT in one agent: the second is refused, as NIXL does", "[gds]") {
+  fake f;
+  auto refused = [](auto& a, const std::string& name) {
+    try {
+      a.create_backend(name, name == "GDS" ? p<gds_b>() : p<mt_b>());
+    } catch (const nixl::error& e) {
+      CHECK(std::string(e.what()).find("only one of GDS and GDS_MT") != std::string::npos);
+      return e.status_code();
+    }
+    return nixl::status::success;
+  };
+  {
+    nixl::agent<gds_b, mt_b> a{"gds-both"};
+    a.create_backend("GDS", p<gds_b>());
+    CHECK(refused(a, "GDS_MT") == nixl::status::not_allowed);
+    nixl::agent<gds_b, mt_b> other{"gds-other"};  // another agent may have the other one
+    other.create_backend("GDS_MT", p<mt_b>());
+    CHECK(refused(other, "GDS") == nixl::status::not_allowed);
+  }
+  // The agent gone, its name is free again: in the other order now.
+  nixl::agent<gds_b, mt_b> a{"gds-both"};
+  a.create_backend("GDS_MT", p<mt_b>());
+  CHECK(refused(a, "GDS") == nixl::status::not_allowed);
+  CHECK(a.template get_backend<mt_b>().thread_count() > 0);  // the first one still works
 }
 
 TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[gds]", gds_b,
@@ -518,8 +531,8 @@ TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[
   constexpr std::size_t count = 64, len = 8192, span = count * len;
   buffer src(threads * span), dst(threads * span);
   src.fill(21);
-  rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
-  rig<TestType> back(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+  rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+  rig<TestType> back(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
   std::vector<int> ok(threads, 0);
   auto work = [&](int t) {
     std::vector<typename rig<TestType>::piece> pieces;
@@ -549,7 +562,7 @@ TEMPLATE_TEST_CASE("gds: requests of several threads at once on one backend", "[
   for (int t = 0; t < threads; ++t) ts.emplace_back(work, t);
   for (auto& t : ts) t.join();
   for (int t = 0; t < threads; ++t) CHECK(ok[t] == 5);
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
 }
 
 namespace {
@@ -711,14 +724,14 @@ TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_siz
   f.set("max_entry", 0);
   f.set("max_sync", 0);
   {
-    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, pt.len}}) == nixl::status::success);
   }
   {
-    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<TestType> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, pt.len}}) == nixl::status::success);
   }
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   const bool batch = std::is_same_v<TestType, gds_b>;
   const long moved = batch ? f.get("entries") - entries0 : f.get("sync_calls") - sync0;
   CHECK(moved == static_cast<long>(2 * (pt.len / pt.chunk)));
@@ -735,15 +748,15 @@ TEST_CASE("gds: a request keeps at most max_inflight batch entries in flight", "
   const auto pieces = scattered(count, len);
   auto run_both = [&](gds_b& b) {
     {
-      rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+      rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
       REQUIRE(r.run(nixl::xfer_op::write, pieces) == nixl::status::success);
     }
-    std::memset(dst.p, 0, dst.n);
+    std::memset(dst.data(), 0, dst.size());
     {
-      rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+      rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
       REQUIRE(r.run(nixl::xfer_op::read, pieces) == nixl::status::success);
     }
-    CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+    CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
     CHECK(b.free_batches() == b.pool_size());
     CHECK(f.get("in_flight") == 0);
   };
@@ -777,7 +790,7 @@ TEST_CASE("gds: a request keeps at most max_inflight batch entries in flight", "
   }
   SECTION("release while capped: the batches are canceled, the handles return") {
     auto b = make<gds_b>(p<gds_b>(base));
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     gds_b::request q;
     r.prepare(q, nixl::xfer_op::write, pieces);
     f.set("hang", 1);
@@ -801,7 +814,7 @@ TEST_CASE("gds: GDS_MT hands each chunk to the thread that went idle last", "[gd
   auto b = make<mt_b>(p<mt_b>({{"thread_count", "8"}, {"max_request_size", "4096"}}));
   buffer src(64 * 1024);
   src.fill(8);
-  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
   CHECK(b.idle_threads() == 8);
   SECTION("one chunk per request: always the same thread") {
     f.set("sync_threads", 0);
@@ -831,8 +844,8 @@ TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight"
   buffer src(count * len), dst(count * len);
   src.fill(77);
   auto b = make<mt_b>(p<mt_b>({{"thread_count", "2"}, {"max_request_size", "4096"}}));
-  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
-  const auto many = pieces_of<mt_b>(scattered(count, len));
+  rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+  const auto many = scattered(count, len);
   SECTION("a request released while queued never runs; those ahead of it finish") {
     mt_b::request a, c, q;
     r.prepare(a, nixl::xfer_op::write, {{0, 0, 4 * len}});              // 4 chunks
@@ -872,16 +885,16 @@ TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight"
   }
   SECTION("1000 descriptors, then many small requests at once, all finish") {
     REQUIRE(r.run(nixl::xfer_op::write, many) == nixl::status::success);
-    rig<mt_b> back(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<mt_b> back(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     std::vector<mt_b::request> qs(50);
     for (std::size_t i = 0; i < qs.size(); ++i)
       back.prepare(qs[i], nixl::xfer_op::read, {{many[i].mem_off, many[i].file_off, len}});
     for (auto& q : qs) CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
     for (auto& q : qs) CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
     for (auto& q : qs) CHECK(b.release(q) == nixl::status::success);
-    CHECK(std::memcmp(src.p, dst.p, qs.size() * len) == 0);
+    CHECK(std::memcmp(src.data(), dst.data(), qs.size() * len) == 0);
     REQUIRE(back.run(nixl::xfer_op::read, many) == nixl::status::success);
-    CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+    CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   }
 }
 
@@ -898,14 +911,14 @@ TEST_CASE("gds: DRAM moved synchronously keeps max_request_size in compatibility
   const long calls0 = f.get("sync_calls"), submits0 = f.get("submits");
   f.set("max_sync", 0);
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, 256 * KiB}}) == nixl::status::success);
   }
   {
-    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.n, 0, fd.fd);
+    rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
     REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
   }
-  CHECK(std::memcmp(src.p, dst.p, src.n) == 0);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   CHECK(f.get("sync_calls") - calls0 == 4);  // 2 chunks of 128 KiB each way, not 16 of 16 KiB
   CHECK(f.get("max_sync") == static_cast<long>(128 * KiB));
   CHECK(f.get("submits") == submits0);

@@ -176,7 +176,7 @@ TEST_CASE("posix: write then read back", "[posix]") {
       INFO(count << " x " << len);
       buffer src(count * len), dst(count * len);
       src.fill(static_cast<std::uint32_t>(count * 31 + len));
-      dst.zero();
+      dst.set(std::byte{0});
       {
         direct_rig rig(engine_params(e), src, f.fd);
         REQUIRE(rig.run(nixl::xfer_op::write, src, scattered(count, len)) == nixl::status::success);
@@ -185,7 +185,7 @@ TEST_CASE("posix: write then read back", "[posix]") {
         direct_rig rig(engine_params(e), dst, f.fd);
         REQUIRE(rig.run(nixl::xfer_op::read, dst, scattered(count, len)) == nixl::status::success);
       }
-      REQUIRE(std::memcmp(src.p, dst.p, src.n) == 0);
+      REQUIRE(std::memcmp(src.data(), dst.data(), src.size()) == 0);
     }
   }
 }
@@ -203,8 +203,8 @@ TEST_CASE("posix: deep queues, small queues and concurrent requests", "[posix]")
     p["kernel_queue_size"] = "4";  // 1000 operations through 4 slots
     p["num_threads"] = "3";
     backend be(backend::config::from_params(p), nixl::backend_context{"t"});
-    auto ma = be.register_region(nixl::mem_kind::dram, {{a.addr(), a.n, 0}, ""});
-    auto mb = be.register_region(nixl::mem_kind::dram, {{b2.addr(), b2.n, 0}, ""});
+    auto ma = be.register_region(nixl::mem_kind::dram, {{a.addr(), a.size(), 0}, ""});
+    auto mb = be.register_region(nixl::mem_kind::dram, {{b2.addr(), b2.size(), 0}, ""});
     auto fr =
         be.register_region(nixl::mem_kind::file, {{0, 0, static_cast<std::uint64_t>(f.fd)}, ""});
     auto rf = be.load_local(fr);
@@ -235,7 +235,7 @@ TEST_CASE("posix: deep queues, small queues and concurrent requests", "[posix]")
     backend::request rd;
     make(rd, ma, back, count * len, nixl::xfer_op::read);
     CHECK(wait(be, rd, be.post(rd, std::nullopt)) == nixl::status::success);
-    CHECK(std::memcmp(back.p, b2.p, back.n) == 0);
+    CHECK(std::memcmp(back.data(), b2.data(), back.size()) == 0);
     // Release in flight: nothing runs after it returns.
     backend::request rc;
     make(rc, ma, back, 0, nixl::xfer_op::read);
@@ -256,7 +256,7 @@ TEST_CASE("posix: errors end the request with an error status", "[posix]") {
 
     SECTION("read past the end of a short file") {
       fd_guard f(::open((tmp / "short").c_str(), O_RDWR | O_CREAT, 0600));
-      REQUIRE(::pwrite(f.fd, buf.p, 6000, 0) == 6000);
+      REQUIRE(::pwrite(f.fd, buf.data(), 6000, 0) == 6000);
       direct_rig rig(engine_params(e), buf, f.fd);
       CHECK(rig.run(nixl::xfer_op::read, buf, {{0, 0, 4096}}) == nixl::status::success);
       CHECK(rig.run(nixl::xfer_op::read, buf, {{0, 0, 8192}}) == nixl::status::backend);

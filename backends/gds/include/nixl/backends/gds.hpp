@@ -27,39 +27,21 @@
 #include <nixl/backends/gds/config.hpp>
 #include <nixl/backends/gds/detail/batch.hpp>
 #include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/backends/gds/detail/file_backend.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::gds {
 
-/// DRAM or VRAM with FILE, in either orientation of local and remote.
-constexpr bool moves_file(mem_kind local, mem_kind remote) noexcept {
-  auto mem = [](mem_kind k) { return k == mem_kind::dram || k == mem_kind::vram; };
-  return (mem(local) && remote == mem_kind::file) || (local == mem_kind::file && mem(remote));
-}
-
 /// The GDS backend: cuFile batches.
-class backend {
+class backend : public detail::file_backend<backend> {
  public:
   static constexpr std::string_view name = "GDS";
-  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::vram_t, nixl::file_t>;
-  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
-    return moves_file(local, remote);
-  }
 
   using config = gds::config;
   static nixl::params default_params();
 
-  /// A registered range (each backend has its own type, so that GDS and GDS_MT can share an
-  /// agent).
-  struct region : detail::region {
-    region() = default;
-    region(detail::region&& r) noexcept : detail::region(std::move(r)) {}
-  };
-  /// The same range as a transfer target of the agent itself.
-  struct remote_region : detail::remote_region {};
-  struct peer {};
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
     detail::plan plan;                       // the chunks for the batch API
@@ -77,20 +59,6 @@ class backend {
   backend(backend&&) noexcept;
   backend& operator=(backend&&) noexcept;
 
-  /// DRAM: tries a cuFile buffer registration (a failure only costs speed). VRAM: registers the
-  /// buffer on GPU `dev`. FILE: checks the descriptor (or opens the path-mode file) and
-  /// registers it with cuFile once per descriptor. Throws `nixl::error(invalid_param)` for a
-  /// closed descriptor or a path that cannot be opened, `nixl::error(backend)` when cuFile
-  /// refuses (a file on tmpfs, for one).
-  region register_region(mem_kind kind, const nixl::reg_desc& d);
-  void deregister_region(region& r) noexcept;
-
-  peer self_peer() noexcept { return {}; }
-  remote_region load_local(const region& r) const noexcept {
-    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
-  }
-  void unload_region(remote_region&) noexcept {}
-
   /// Cuts the descriptor pairs into chunks. Throws `nixl::error(invalid_param)` when a pair is
   /// not memory <-> file, or while the request is in flight (`repost_active`).
   void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
@@ -107,19 +75,13 @@ class backend {
   /// entries back: `success`, or `repost_active` when it did not (the request keeps them).
   nixl::status release(request& req) noexcept;
 
-  /// For each entry: `{size, mode, mtime}` of the file (the path in `meta`, else the open
-  /// descriptor `dev`), or nullopt when it does not exist.
-  std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
-
   /// Batch entries one request keeps in flight at most (0: no cap), `max_inflight` resolved.
   unsigned inflight_cap() const noexcept { return inflight_cap_; }
   /// Batch handles in the pool, and how many are free now.
   unsigned pool_size() const noexcept;
   std::size_t free_batches() const noexcept;
   const config& settings() const noexcept { return cfg_; }
-  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
-  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
-  bool compat_mode() const noexcept { return compat_; }
+  /// The chunk size it cuts a request of `total` bytes at (compat_mode() decides).
   std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
@@ -132,9 +94,7 @@ class backend {
   std::size_t slots_wanted(std::size_t chunks) const noexcept;
 
   config cfg_;
-  bool compat_ = false;
   unsigned inflight_cap_ = 0;
-  std::unique_ptr<detail::shared_state> state_;
   std::unique_ptr<detail::batch_pool> pool_;
 };
 

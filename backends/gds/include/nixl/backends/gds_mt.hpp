@@ -17,33 +17,20 @@
 
 #include <nixl/backends/gds.hpp>
 #include <nixl/backends/gds/config.hpp>
-#include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/backends/gds/detail/file_backend.hpp>
 #include <nixl/backends/gds/detail/threads.hpp>
 #include <nixl/concepts.hpp>
 
 namespace nixl::gds_mt {
 
 /// The GDS_MT backend: cuFile synchronous calls on a thread pool.
-class backend {
+class backend : public gds::detail::file_backend<backend> {
  public:
   static constexpr std::string_view name = "GDS_MT";
-  using memory_kinds = nixl::kind_list<nixl::dram_t, nixl::vram_t, nixl::file_t>;
-  static constexpr bool can_move(mem_kind local, mem_kind remote) noexcept {
-    return gds::moves_file(local, remote);
-  }
 
   using config = gds_mt::config;
   static nixl::params default_params();
 
-  /// A registered range (each backend has its own type, so that GDS and GDS_MT can share an
-  /// agent).
-  struct region : gds::detail::region {
-    region() = default;
-    region(gds::detail::region&& r) noexcept : gds::detail::region(std::move(r)) {}
-  };
-  /// The same range as a transfer target of the agent itself.
-  struct remote_region : gds::detail::remote_region {};
-  struct peer {};
   /// The request's job, shared with the threads running its chunks.
   struct request {
     std::shared_ptr<gds::detail::job> job;
@@ -56,16 +43,6 @@ class backend {
   backend(backend&&) noexcept;
   backend& operator=(backend&&) noexcept;
 
-  /// As gds::backend::register_region.
-  region register_region(mem_kind kind, const nixl::reg_desc& d);
-  void deregister_region(region& r) noexcept;
-
-  peer self_peer() noexcept { return {}; }
-  remote_region load_local(const region& r) const noexcept {
-    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
-  }
-  void unload_region(remote_region&) noexcept {}
-
   void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer&);
   /// Queues the request's chunks: `in_progress`, or `success` for an empty request.
@@ -75,21 +52,15 @@ class backend {
   /// Drops chunks not started, waits at most `cancel_timeout` for the running ones.
   nixl::status release(request& req) noexcept;
 
-  std::vector<std::optional<nixl::params>> query_memory(std::span<const nixl::reg_desc> d) const;
-
   unsigned thread_count() const noexcept;
   /// Threads waiting for work now.
   unsigned idle_threads() const noexcept;
   const config& settings() const noexcept { return cfg_; }
-  /// Whether this backend treats cuFile as being in compatibility mode (`compat_mode`,
-  /// resolved at creation), and the chunk size it cuts a request of `total` bytes at.
-  bool compat_mode() const noexcept { return compat_; }
+  /// The chunk size it cuts a request of `total` bytes at (compat_mode() decides).
   std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   config cfg_;
-  bool compat_ = false;
-  std::unique_ptr<gds::detail::shared_state> state_;
   std::unique_ptr<gds::detail::thread_pool> pool_;
 };
 

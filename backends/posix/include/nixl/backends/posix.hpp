@@ -22,6 +22,7 @@
 #include <nixl/backends/posix/config.hpp>
 #include <nixl/backends/posix/detail/engine.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/file_region.hpp>
 #include <nixl/log.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -45,22 +46,13 @@ class backend {
   /// The advertised parameters with their defaults.
   static nixl::params default_params();
 
-  /// A registered range. For files: the descriptor to use, and what O_DIRECT requires.
-  struct region {
+  /// A registered range. For files: the descriptor to use (opened here in path mode, then
+  /// closed with the region), and what O_DIRECT requires.
+  struct region : nixl::detail::file_ref {
     mem_kind kind = mem_kind::dram;
-    int fd = -1;
-    bool owns_fd = false;  // path mode: opened here, closed at deregistration
-    bool direct = false;   // opened with O_DIRECT
+    bool direct = false;  // opened with O_DIRECT
     std::uint32_t mem_align = 1;
     std::uint32_t off_align = 1;
-    std::string path;
-
-    region() = default;
-    region(region&& o) noexcept;
-    region& operator=(region&& o) noexcept;
-    region(const region&) = delete;
-    region& operator=(const region&) = delete;
-    ~region();
   };
   /// The same range seen from the initiator side (always this agent: loopback only).
   struct remote_region {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <nixl/backends/gds/cufile.hpp>
+#include <nixl/detail/file_region.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -26,22 +27,18 @@ namespace nixl::gds::detail {
 class shared_state;
 
 /// A registered range: DRAM or VRAM (a cuFile buffer registration, when it took) or a file
-/// (its descriptor and cuFile handle). Move-only; gives its registration back when destroyed.
-struct region {
+/// (its descriptor, opened here in path mode, and cuFile handle). Move-only; gives its
+/// registration back when destroyed.
+struct region : nixl::detail::file_ref {
   mem_kind kind = mem_kind::dram;
-  int fd = -1;
-  bool owns_fd = false;  // path mode: opened at registration, closed with the region
   cufile::CUfileHandle_t fh = nullptr;
   const void* buf = nullptr;  // registered with cuFileBufRegister
   int device = -1;            // VRAM: the GPU of the buffer
-  std::string path;
   shared_state* owner = nullptr;
 
   region() = default;
   region(region&& o) noexcept;
   region& operator=(region&& o) noexcept;
-  region(const region&) = delete;
-  region& operator=(const region&) = delete;
   ~region();
 };
 
@@ -71,6 +68,25 @@ struct chunk {
 struct plan {
   std::vector<chunk> chunks;
   bool write = false;
+};
+
+/// Agent `agent`'s one cuFile backend, held for as long as the claim lives: NIXL refuses GDS and
+/// GDS_MT in one agent (`not_allowed`), and so does the second of them here. Agents are told
+/// apart by name (names are unique in a process); a claim without a name holds nothing.
+class agent_claim {
+ public:
+  /// Throws `nixl::error(not_allowed)` when the agent holds the other cuFile backend.
+  agent_claim(std::string_view who, std::string_view agent);
+  ~agent_claim();
+  agent_claim(agent_claim&& o) noexcept;
+  agent_claim& operator=(agent_claim&& o) noexcept;
+  agent_claim(const agent_claim&) = delete;
+  agent_claim& operator=(const agent_claim&) = delete;
+
+ private:
+  void drop() noexcept;
+  std::string agent_;
+  bool held_ = false;
 };
 
 /// The library, the driver, and the cuFile handles of registered files.

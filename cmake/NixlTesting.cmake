@@ -14,14 +14,14 @@ if(TARGET nixl_catch_main AND NOT Catch2_VERSION VERSION_GREATER_EQUAL 3)
 endif()
 
 # nixl_add_test(<name> SOURCES <files...> [LIBRARIES <targets...>] [LABELS <labels...>]
-#               [TIMEOUT <seconds>])
+#               [TIMEOUT <seconds>] [ARGS <arguments of the test run...>])
 # Builds one Catch2 executable and registers it with CTest.
 function(nixl_add_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBRARIES;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE nixl::core nixl_catch_main ${T_LIBRARIES})
   target_compile_options(${name} PRIVATE ${NIXL_WARNINGS})
-  add_test(NAME ${name} COMMAND ${name})
+  add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()

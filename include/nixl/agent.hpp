@@ -1,15 +1,19 @@
 #pragma once
+#define NIXL_AGENT_HPP  // agent/*.hpp are parts of this header
 /// `nixl::agent<Backends...>`: a named endpoint that registers memory with its backends,
 /// encodes and loads metadata and makes transfer requests. Sending and fetching metadata over
 /// the network is the metadata layer's (`nixl::metadata::exchange`, metadata/), which drives an
 /// agent through the public calls of the "metadata" section.
 ///
-/// This header declares the class; its members are defined by concern in
-///   detail/agent_backends.hpp       construction, backends and their parameters, progress
-///   detail/agent_registration.hpp   register, deregister and query memory
-///   detail/agent_peers.hpp          metadata encode/load, peers, generations, dead peers
-///   detail/agent_notifications.hpp  notifications
-///   detail/agent_transfers.hpp      prepared lists, requests, backend choice
+/// This header declares the class; its members are defined by concern in agent/, a folder
+/// that only this header includes (its files include nothing above their own folder: they see
+/// what this header included before them):
+///   agent/slots.hpp          what the agent stores per backend and per peer
+///   agent/backends.hpp       construction, backends and their parameters, progress
+///   agent/registration.hpp   register, deregister and query memory
+///   agent/peers.hpp          metadata encode/load, peers, generations, dead peers
+///   agent/notifications.hpp  notifications
+///   agent/transfers.hpp      prepared lists, requests, backend choice
 /// and what stands alone is in agent_config.hpp, prepared.hpp, xfer_request.hpp, request.hpp.
 
 #include <array>
@@ -27,19 +31,26 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <nixl/agent_config.hpp>
 #include <nixl/concepts.hpp>
-#include <nixl/detail/agent_slots.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
+#include <nixl/log.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/metadata.hpp>
 #include <nixl/prepared.hpp>
 #include <nixl/request.hpp>
 #include <nixl/status.hpp>
+#include <nixl/telemetry.hpp>
 #include <nixl/telemetry_export.hpp>
 #include <nixl/xfer_request.hpp>
+
+// The agent's parts, after everything they use.
+#include <nixl/agent/slots.hpp>
 
 namespace nixl {
 
@@ -95,7 +106,7 @@ class agent {
     if (lock_.mode() == thread_sync::none) lock_.set_mode(thread_sync::strict);
   }
 
-  // Backends (detail/agent_backends.hpp)
+  // Backends (agent/backends.hpp)
 
   /// Names of the backend types this agent was built with.
   static constexpr std::array<std::string_view, sizeof...(Backends)> available_backends() {
@@ -123,7 +134,7 @@ class agent {
   /// thread).
   void progress();
 
-  // Memory registration (detail/agent_registration.hpp)
+  // Memory registration (agent/registration.hpp)
 
   /// Registers every entry with each created backend that moves this kind (or those named in
   /// `opt`). All-or-nothing per backend; succeeds when at least one backend registered all.
@@ -140,7 +151,7 @@ class agent {
   std::vector<std::optional<params>> query_memory(const reg_dlist& list,
                                                   const backend_options& opt);
 
-  // Metadata and peers (detail/agent_peers.hpp)
+  // Metadata and peers (agent/peers.hpp)
 
   /// Full metadata: connection info and every registration of every remote-capable backend.
   /// Throws `invalid_param` when no remote-capable backend exists.
@@ -175,7 +186,7 @@ class agent {
   /// has its connection info.
   void make_connection(std::string_view remote, const backend_options& opt = {});
 
-  // Notifications (detail/agent_notifications.hpp)
+  // Notifications (agent/notifications.hpp)
 
   /// Appends notifications that arrived, per sender agent, from every backend (or those named
   /// in `opt`). Throws `backend` when no created backend (of those named) delivers them.
@@ -190,7 +201,7 @@ class agent {
   /// when no notifying backend has a connection to it.
   void notify(std::string_view remote, std::string_view msg, const backend_options& opt = {});
 
-  // Transfers (detail/agent_transfers.hpp)
+  // Transfers (agent/transfers.hpp)
 
   /// Resolves a list once: `remote` empty for the local (initiator) side, a peer's name for its
   /// side, the agent's own name for a loopback target. Throws `not_found` naming the first
@@ -308,8 +319,8 @@ class agent {
 
 }  // namespace nixl
 
-#include <nixl/detail/agent_backends.hpp>
-#include <nixl/detail/agent_notifications.hpp>
-#include <nixl/detail/agent_peers.hpp>
-#include <nixl/detail/agent_registration.hpp>
-#include <nixl/detail/agent_transfers.hpp>
+#include <nixl/agent/backends.hpp>
+#include <nixl/agent/notifications.hpp>
+#include <nixl/agent/peers.hpp>
+#include <nixl/agent/registration.hpp>
+#include <nixl/agent/transfers.hpp>

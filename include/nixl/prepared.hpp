@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <nixl/concepts.hpp>
-#include <nixl/detail/agent_slots.hpp>
+#include <nixl/detail/region_pin.hpp>
 #include <nixl/detail/type_list.hpp>
 #include <nixl/memory.hpp>
 
@@ -21,6 +21,10 @@ namespace nixl {
 
 template <class... Backends>
 class agent;
+namespace detail {
+template <class... Backends>
+struct peer_state;  // agent/slots.hpp
+}  // namespace detail
 
 /// A descriptor list resolved once against the local registrations ("" agent) or a peer's
 /// regions, for requests made later from index vectors.

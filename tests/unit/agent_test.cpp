@@ -76,9 +76,7 @@ TEST_CASE("write and read between two agents, many descriptors") {
   pair_fixture<> f;
   buffer src(1000 * 64), dst(1000 * 64, 0xee);
   src.iota();
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  f.connect(src, dst);
   auto req =
       f.a.create_request(xfer_op::write, src.blocks(1000, 64), dst.blocks(1000, 64), "target");
   CHECK(req.status() == status::not_posted);
@@ -98,9 +96,7 @@ TEST_CASE("write and read between two agents, many descriptors") {
 TEST_CASE("descriptor and list errors are refused before any backend sees them") {
   pair_fixture<> f;
   buffer src(256), dst(256);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  f.connect(src, dst);
   nixl::xfer_list<nixl::dram_t> outside{{dst.addr(200), 100, 0}};
   nixl::xfer_list<nixl::dram_t> local100{{src.addr(), 100, 0}};
   CHECK(code_of([&] { f.a.create_request(xfer_op::write, local100, outside, "target"); }) ==
@@ -135,9 +131,7 @@ TEST_CASE("prepared lists and index requests") {
   pair_fixture<> f;
   buffer src(64 * 16), dst(64 * 16);
   src.iota(1);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  f.connect(src, dst);
   auto lp = f.a.prepare_list(src.blocks(16, 64));
   auto rp = f.a.prepare_list("target", dst.blocks(16, 64));
   CHECK(lp.is_local());
@@ -287,9 +281,7 @@ TEST_CASE("partial metadata: connection info first, then labelled regions") {
 TEST_CASE("invalidation and generations") {
   pair_fixture<> f;
   buffer src(64), dst(64);
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+  f.connect(src, dst);
   const auto g1 = f.a.remote_generation("target");
   auto req = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
   auto prepped = f.a.prepare_list("target", dst.whole());
@@ -363,9 +355,7 @@ TEST_CASE("telemetry is gated by config and environment") {
   {
     pair_fixture<> f;
     buffer src(1024), dst(1024);
-    f.a.register_memory(src.reg());
-    f.b.register_memory(dst.reg());
-    f.a.load_remote_metadata(f.b.local_metadata());
+    f.connect(src, dst);
     auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
     nixl::xfer_telemetry t;
     CHECK(r.telemetry(t) == status::no_telemetry);
@@ -375,9 +365,7 @@ TEST_CASE("telemetry is gated by config and environment") {
   a.create_backend<memcpy_backend>({{"delay_polls", "3"}});
   b.create_backend<memcpy_backend>();
   buffer src(1024), dst(1024);
-  a.register_memory(src.reg());
-  b.register_memory(dst.reg());
-  a.load_remote_metadata(b.local_metadata());
+  connect_pair(a, b, src, dst);
   auto r = a.create_request(xfer_op::write, src.blocks(4, 256), dst.blocks(4, 256), "b",
                             {.skip_merge = true});
   nixl::xfer_telemetry t;
@@ -405,9 +393,7 @@ TEST_CASE("rw and strict modes: concurrent posting from several threads") {
     constexpr int threads = 4, blocks = 64;
     buffer src(threads * blocks * 64), dst(threads * blocks * 64);
     src.iota();
-    a.register_memory(src.reg());
-    b.register_memory(dst.reg());
-    a.load_remote_metadata(b.local_metadata());
+    connect_pair(a, b, src, dst);
     std::vector<std::thread> ts;
     std::atomic<int> ok{0};
     for (int t = 0; t < threads; ++t)

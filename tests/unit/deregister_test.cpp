@@ -196,9 +196,7 @@ TEST_CASE("telemetry counts descriptors as NIXL: the caller's one-shot, the merg
   a.create_backend<memcpy_backend>();
   b.create_backend<memcpy_backend>();
   buffer src(1024), dst(1024);
-  a.register_memory(src.reg());
-  b.register_memory(dst.reg());
-  a.load_remote_metadata(b.local_metadata());
+  connect_pair(a, b, src, dst);
   auto r = a.create_request(xfer_op::write, src.blocks(4, 256), dst.blocks(4, 256), "b");
   CHECK(r.descriptor_count() == 1);  // contiguous on both sides: merged
   CHECK(r.post() == status::success);

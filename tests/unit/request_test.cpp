@@ -84,10 +84,8 @@ using nixl::xfer_op;
 
 namespace {
 /// Registers `src` with the initiator and `dst` with the target; the initiator loads the target.
-void connect(pair_fixture<>& f, const buffer& src, const buffer& dst) {
-  f.a.register_memory(src.reg());
-  f.b.register_memory(dst.reg());
-  f.a.load_remote_metadata(f.b.local_metadata());
+void connect_pair(pair_fixture<>& f, const buffer& src, const buffer& dst) {
+  f.connect(src, dst);
 }
 }  // namespace
 
@@ -95,7 +93,7 @@ TEST_CASE("request state rules: not posted, repost only when not in progress, st
   pair_fixture<> f(nixl::params{{"delay_polls", "3"}});
   buffer src(64), dst(64);
   src.iota();
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
   CHECK(r.status() == status::not_posted);
   CHECK(r.post() == status::in_progress);
@@ -110,7 +108,7 @@ TEST_CASE("request state rules: not posted, repost only when not in progress, st
 TEST_CASE("release cancels an in-flight request; an empty request refuses everything") {
   pair_fixture<> f(nixl::params{{"delay_polls", "1000"}});
   buffer src(64, 1), dst(64, 0);
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target", {.notif = "n"});
   CHECK(r.post() == status::in_progress);
   CHECK(r.release() == status::success);
@@ -127,7 +125,7 @@ TEST_CASE("release cancels an in-flight request; an empty request refuses everyt
 TEST_CASE("post and status allocate nothing once the request exists") {
   pair_fixture<> f(nixl::params{{"delay_polls", "2"}});
   buffer src(4096), dst(4096);
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   auto typed = f.a.create_request(xfer_op::write, src.blocks(64, 64), dst.blocks(64, 64), "target",
                                   {.skip_merge = true});
   auto dynamic = f.a.create_request(
@@ -150,7 +148,7 @@ TEST_CASE("post and status allocate nothing once the request exists") {
 TEST_CASE("making and releasing a short request allocates only the backend's own state") {
   pair_fixture<> f;
   buffer src(4096), dst(4096);
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   const auto l = src.blocks(4, 64);
   const auto r = dst.blocks(4, 64);
   (void)f.a.create_request(xfer_op::write, l, r, "target");  // warm: nothing lazily made
@@ -172,7 +170,7 @@ TEST_CASE("making and releasing a short request allocates only the backend's own
 TEST_CASE("a notification given at post fits in the capacity reserved at creation") {
   pair_fixture<> f(nixl::params{{"delay_polls", "1"}});
   buffer src(64), dst(64);
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   auto req = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target",
                                 {.notif_capacity = 256});
   const std::string long_msg(200, 'n');
@@ -205,7 +203,7 @@ TEST_CASE("requests are plain objects: no vtable anywhere on the hot path") {
 TEST_CASE("moving a request keeps it usable") {
   pair_fixture<> f;
   buffer src(64, 5), dst(64, 0);
-  connect(f, src, dst);
+  connect_pair(f, src, dst);
   auto r = f.a.create_request(xfer_op::write, src.whole(), dst.whole(), "target");
   auto moved = std::move(r);
   CHECK_FALSE(r.valid());

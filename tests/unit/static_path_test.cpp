@@ -29,9 +29,7 @@ TEST_CASE("typed create_request returns request<B> and moves data") {
   b.create_backend<memcpy_backend>();
   buffer src(256), dst(256);
   src.iota();
-  a.register_memory(src.reg());
-  b.register_memory(dst.reg());
-  a.load_remote_metadata(b.local_metadata());
+  connect_pair(a, b, src, dst);
   auto r = a.create_request(xfer_op::write, src.whole(), dst.whole(), "b");
   STATIC_REQUIRE(std::is_same_v<decltype(r), nixl::request<memcpy_backend>>);
   CHECK(r.post() == status::success);

@@ -98,9 +98,7 @@ TEST_CASE("rw agent: control calls run while threads post, with the safety of th
   constexpr std::size_t block = 256;
   buffer src(threads * block), dst(threads * block), spare(4096);
   src.iota();
-  a.register_memory(src.reg());
-  b.register_memory(dst.reg());
-  a.load_remote_metadata(b.local_metadata());
+  connect_pair(a, b, src, dst);
   std::atomic<int> ready{0};
   std::atomic<bool> stop{false};
   std::atomic<long> posted{0}, bad{0};

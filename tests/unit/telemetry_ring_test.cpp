@@ -97,9 +97,7 @@ TEST_CASE("telemetry: a C++ agent writes NIXL's ring: registrations, completions
   a.create_backend<memcpy_backend>({{"delay_polls", "2"}});
   b.create_backend<memcpy_backend>();
   buffer src(1024), dst(1024);
-  a.register_memory(src.reg());
-  b.register_memory(dst.reg());
-  a.load_remote_metadata(b.local_metadata());
+  connect_pair(a, b, src, dst);
   auto w = a.create_request(xfer_op::write, src.whole(), dst.whole(), "ring-b");
   CHECK(w.post() == status::in_progress);
   CHECK(wait(w) == status::success);

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include <nixl/status.hpp>
+#include <nixl/detail/status.hpp>
 
 namespace nixl::detail {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <system_error>
 
-#include <nixl/status.hpp>
+#include <nixl/detail/status.hpp>
 
 namespace nixl::detail {
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nixl/detail/memory.hpp>
 #include <nixl/detail/region_pin.hpp>
-#include <nixl/memory.hpp>
 
 namespace nixl::detail {
 

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/concepts.hpp>
+#include <nixl/detail/concepts.hpp>
+#include <nixl/detail/memory.hpp>
 #include <nixl/detail/region_index.hpp>
-#include <nixl/memory.hpp>
-#include <nixl/status.hpp>
+#include <nixl/detail/status.hpp>
 
 namespace nixl::detail {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include <nixl/concepts.hpp>
+#include <nixl/detail/concepts.hpp>
 #include <nixl/detail/thread_index.hpp>
 
 namespace nixl::detail {

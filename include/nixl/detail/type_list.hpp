@@ -5,7 +5,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <nixl/concepts.hpp>
+#include <nixl/detail/concepts.hpp>
 
 namespace nixl::detail {
 

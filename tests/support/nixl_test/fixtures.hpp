@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nixl_test/memcpy_backend.hpp"
+#include "nixl_test/wait.hpp"  // wait(r): a deadline in time
 
 namespace nixl::test {
 
@@ -29,6 +30,15 @@ struct buffer {
   void iota(unsigned char start = 0) { std::iota(bytes.begin(), bytes.end(), start); }
 };
 
+/// Registers `src` with `a` and `dst` with `b`, and loads `b`'s metadata into `a`: the usual
+/// start of a transfer test.
+template <class Agent>
+void connect_pair(Agent& a, Agent& b, const buffer& src, const buffer& dst) {
+  a.register_memory(src.reg());
+  b.register_memory(dst.reg());
+  a.load_remote_metadata(b.local_metadata());
+}
+
 /// Two agents that know each other, each with a MEMCPY backend.
 template <class Agent = test_agent>
 struct pair_fixture {
@@ -38,18 +48,12 @@ struct pair_fixture {
     a.template create_backend<memcpy_backend>(p);
     b.template create_backend<memcpy_backend>(p);
   }
+  /// connect_pair(a, b, src, dst).
+  void connect(const buffer& src, const buffer& dst) { connect_pair(a, b, src, dst); }
   void exchange() {
     a.load_remote_metadata(b.local_metadata());
     b.load_remote_metadata(a.local_metadata());
   }
 };
-
-/// Polls until the request leaves in_progress (bounded).
-template <class R>
-nixl::status wait(R& r, int max_polls = 1000000) {
-  auto s = r.status();
-  for (int i = 0; s == nixl::status::in_progress && i < max_polls; ++i) s = r.status();
-  return s;
-}
 
 }  // namespace nixl::test

@@ -1,7 +1,9 @@
 #pragma once
 /// `#include <nixl/nixl.hpp>`: the core, and every component this program links — the UCX,
-/// POSIX and CUDA backends and the metadata exchange — each present when its CMake target
-/// (`nixl::ucx`, ..., or `nixl::nixl` for all of them) is linked, which defines
+/// POSIX, CUDA, GDS and GDS_MT, LIBFABRIC, OBJ and AZURE_BLOB backends, the metadata exchange
+/// and the Prometheus exporter — each present when its CMake target (`nixl::ucx`,
+/// `nixl::posix`, `nixl::cuda`, `nixl::gds`, `nixl::libfabric`, `nixl::obj`, `nixl::metadata`,
+/// `nixl::prometheus`, or `nixl::nixl` for all of them) is linked, which defines
 /// `NIXL_HAS_<NAME>`.
 ///
 ///   nixl::enabled_backends             // detail::type_list of the linked backends
@@ -65,49 +67,39 @@ template <class List>
 struct agent_over;
 template <class... B>
 struct agent_over<type_list<B...>> {
-  static_assert(sizeof...(B) > 0,
-                "no backend is linked; link nixl::ucx, nixl::posix or nixl::cuda (or nixl::nixl)");
+  static_assert(
+      sizeof...(B) > 0,
+      "no backend is linked; link a backend's target (nixl::ucx, nixl::posix, nixl::cuda, "
+      "nixl::gds, nixl::libfabric, nixl::obj) or nixl::nixl");
   using type = agent<B...>;
 };
 
-#if defined(NIXL_HAS_UCX)
-using enabled_ucx = type_list<ucx::backend>;
-#else
-using enabled_ucx = type_list<>;
-#endif
-#if defined(NIXL_HAS_POSIX)
-using enabled_posix = type_list<posix::backend>;
-#else
-using enabled_posix = type_list<>;
-#endif
-#if defined(NIXL_HAS_CUDA)
-using enabled_cuda = type_list<cuda::backend>;
-#else
-using enabled_cuda = type_list<>;
-#endif
-#if defined(NIXL_HAS_GDS)
-using enabled_gds = type_list<gds::backend, gds_mt::backend>;
-#else
-using enabled_gds = type_list<>;
-#endif
-#if defined(NIXL_HAS_LIBFABRIC)
-using enabled_libfabric = type_list<libfabric::backend>;
-#else
-using enabled_libfabric = type_list<>;
-#endif
-#if defined(NIXL_HAS_OBJ)
-using enabled_obj = type_list<obj::backend, azure_blob::backend>;
-#else
-using enabled_obj = type_list<>;
-#endif
 }  // namespace detail
 
 /// The backends this program links, in the order UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC, OBJ,
 /// AZURE_BLOB.
-using enabled_backends =
-    typename detail::concat<detail::enabled_ucx, detail::enabled_posix, detail::enabled_cuda,
-                            detail::enabled_gds, detail::enabled_libfabric,
-                            detail::enabled_obj>::type;
+// clang-format off
+using enabled_backends = typename detail::concat<
+#if defined(NIXL_HAS_UCX)
+    detail::type_list<ucx::backend>,
+#endif
+#if defined(NIXL_HAS_POSIX)
+    detail::type_list<posix::backend>,
+#endif
+#if defined(NIXL_HAS_CUDA)
+    detail::type_list<cuda::backend>,
+#endif
+#if defined(NIXL_HAS_GDS)
+    detail::type_list<gds::backend, gds_mt::backend>,
+#endif
+#if defined(NIXL_HAS_LIBFABRIC)
+    detail::type_list<libfabric::backend>,
+#endif
+#if defined(NIXL_HAS_OBJ)
+    detail::type_list<obj::backend, azure_blob::backend>,
+#endif
+    detail::type_list<>>::type;
+// clang-format on
 
 /// `agent<B...>` for a `detail::type_list<B...>`: `nixl::agent_over<nixl::enabled_backends>`.
 template <class List>

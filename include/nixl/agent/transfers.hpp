@@ -1,6 +1,10 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about transfers: preparing lists, making requests
+/// Members of `nixl::agent` (<nixl/agent.hpp>) about transfers: preparing lists, making requests
 /// from lists or from prepared lists with indices, choosing the backend, cost estimates.
+
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/transfers.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +19,6 @@
 
 #include <fmt/format.h>
 
-#include <nixl/agent.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/resolve.hpp>
 #include <nixl/detail/type_list.hpp>

@@ -1,18 +1,20 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about memory registration: register, deregister (a
+/// Members of `nixl::agent` (<nixl/agent.hpp>) about memory registration: register, deregister (a
 /// region a prepared list or a request still points into stays registered with its backend
 /// until they are gone, and they fail their next use), query, and the loopback view of each
 /// local region.
+
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/registration.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
 
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include <nixl/agent.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/resolve.hpp>
-#include <nixl/log.hpp>
 
 namespace nixl {
 

@@ -1,7 +1,11 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about metadata and peers: encoding the local
+/// Members of `nixl::agent` (<nixl/agent.hpp>) about metadata and peers: encoding the local
 /// metadata, loading a peer's (checked before anything changes, undone on failure),
 /// invalidation, generations, and peers a backend reported dead.
+
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/peers.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
 
 #include <cstddef>
 #include <functional>
@@ -11,10 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nixl/agent.hpp>
 #include <nixl/detail/resolve.hpp>
-#include <nixl/log.hpp>
-#include <nixl/metadata.hpp>
 
 namespace nixl {
 

@@ -1,6 +1,10 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about its backends: construction and teardown,
+/// Members of `nixl::agent` (<nixl/agent.hpp>) about its backends: construction and teardown,
 /// creating backends by type or name, their parameters, explicit progress.
+
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/backends.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
 
 #include <memory>
 #include <optional>
@@ -11,10 +15,7 @@
 
 #include <fmt/ranges.h>
 
-#include <nixl/agent.hpp>
 #include <nixl/detail/resolve.hpp>
-#include <nixl/log.hpp>
-#include <nixl/telemetry.hpp>
 
 namespace nixl {
 

@@ -1,10 +1,13 @@
 #pragma once
-/// Members of `nixl::agent` (agent.hpp) about notifications: collecting those that
+/// Members of `nixl::agent` (<nixl/agent.hpp>) about notifications: collecting those that
 /// arrived, sending a standalone one.
+
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/notifications.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
 
 #include <string_view>
 
-#include <nixl/agent.hpp>
 #include <nixl/detail/resolve.hpp>
 
 namespace nixl {

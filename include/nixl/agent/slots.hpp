@@ -2,6 +2,10 @@
 /// What an agent stores per backend: its own registrations (`backend_slot`) and, per peer, the
 /// peer object and the peer's regions (`peer_slot`, gathered in `peer_state`).
 
+#ifndef NIXL_AGENT_HPP
+#error "<nixl/agent/slots.hpp> is a part of <nixl/agent.hpp>: include that instead"
+#endif
+
 #include <array>
 #include <cstddef>
 #include <memory>
@@ -11,11 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/concepts.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/type_list.hpp>
-#include <nixl/memory.hpp>
-#include <nixl/request.hpp>
 
 namespace nixl::detail {
 

@@ -1,0 +1,154 @@
+#pragma once
+/// What a backend is, layered: backend -> remote_backend -> notifying_backend, and
+/// backend_for<B, Local, Remote> for the kinds it moves.
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <nixl/detail/memory.hpp>
+#include <nixl/detail/status.hpp>
+
+namespace nixl {
+
+/// Lock discipline of an agent (NIXL's `nixl_thread_sync_t`).
+enum class thread_sync : std::uint8_t { none = 0, strict = 1, rw = 2 };
+
+/// What an agent tells each backend it creates.
+struct backend_context {
+  std::string agent_name;
+  thread_sync sync = thread_sync::none;
+  bool progress_thread = false;
+  std::chrono::microseconds progress_delay{0};
+};
+
+namespace detail {
+template <class List>
+struct is_kind_list : std::false_type {};
+template <class... K>
+struct is_kind_list<kind_list<K...>> : std::bool_constant<(kind_tag<K> && ...)> {};
+}  // namespace detail
+
+// clang-format 14 cannot lay out a requires-expression joined with && (it glues the operands
+// and splits `noexcept` from its braces); the contracts below are formatted by hand.
+// clang-format off
+
+/// The core contract: a name, a config parsed from string params, the kinds it moves,
+/// register/deregister, and prepare/post/check/release of a transfer.
+template <class B>
+concept backend =
+    requires {
+      { B::name } -> std::convertible_to<std::string_view>;
+      typename B::memory_kinds;
+      typename B::config;
+      typename B::region;
+      typename B::remote_region;
+      typename B::peer;
+      typename B::request;
+    } &&
+    detail::is_kind_list<typename B::memory_kinds>::value &&
+    std::is_default_constructible_v<typename B::request> &&
+    std::is_nothrow_move_constructible_v<typename B::request> &&
+    std::constructible_from<B, const typename B::config&, const backend_context&> &&
+    requires(B& b, const B& cb, const params& p, mem_kind k, const reg_desc& rd,
+             typename B::region& reg, typename B::request& req, xfer_op op,
+             std::span<const bound_desc<typename B::region>> local,
+             std::span<const bound_desc<typename B::remote_region>> remote,
+             typename B::peer& peer, notif_arg n) {
+      { B::config::from_params(p) } -> std::same_as<typename B::config>;
+      { B::default_params() } -> std::convertible_to<params>;
+      { b.register_region(k, rd) } -> std::same_as<typename B::region>;
+      { b.deregister_region(reg) } noexcept;
+      b.prepare(req, op, local, remote, peer);
+      { b.post(req, n) } noexcept -> std::same_as<status>;
+      { b.check(req) } noexcept -> std::same_as<status>;
+      { b.release(req) } noexcept -> std::same_as<status>;
+    };
+
+/// A backend that can move data between an agent and itself.
+template <class B>
+concept loopback_backend =
+    backend<B> &&
+    requires(B& b, const typename B::region& reg, typename B::remote_region& rr) {
+      { b.self_peer() } -> std::same_as<typename B::peer>;
+      { b.load_local(reg) } -> std::same_as<typename B::remote_region>;
+      { b.unload_region(rr) } noexcept;
+    };
+
+/// A backend that reaches other agents: connection info, public region data, peers.
+template <class B>
+concept remote_backend =
+    backend<B> &&
+    requires(B& b, const B& cb, const typename B::region& reg, typename B::peer& peer,
+             typename B::remote_region& rr, std::string_view name, mem_kind k, const desc& d,
+             std::span<const std::byte> bytes) {
+      { cb.connection_info() } -> std::convertible_to<std::string>;
+      { b.load_peer(name, bytes) } -> std::same_as<typename B::peer>;
+      { b.unload_peer(peer) } noexcept;
+      { cb.public_data(reg) } -> std::convertible_to<std::string>;
+      { b.unpack(peer, k, d, bytes) } -> std::same_as<typename B::remote_region>;
+      { b.unload_region(rr) } noexcept;
+    };
+
+// clang-format on
+
+/// A backend that delivers notifications.
+template <class B>
+concept notifying_backend = backend<B> &&
+    requires(B& b, typename B::peer& peer, std::string_view msg, notif_map& out) {
+  b.notify(peer, msg);
+  b.take_notifications(out);
+};
+
+/// Optional capabilities, detected when present.
+template <class B>
+concept progressing_backend = backend<B> && requires(B& b) {
+  b.progress();
+};
+template <class B>
+concept querying_backend = backend<B> && requires(B& b, std::span<const reg_desc> d) {
+  { b.query_memory(d) } -> std::convertible_to<std::vector<std::optional<params>>>;
+};
+template <class B>
+concept estimating_backend = backend<B> && requires(const B& b, const typename B::request& r) {
+  { b.estimate(r) } -> std::convertible_to<std::optional<std::chrono::microseconds>>;
+};
+template <class B>
+concept connecting_backend = backend<B> && requires(B& b, typename B::peer& p) {
+  b.connect(p);
+};
+
+/// True when backend `B` can move between run-time kinds `local` and `remote`.
+template <backend B>
+constexpr bool moves(mem_kind local, mem_kind remote) noexcept {
+  if (!contains(typename B::memory_kinds{}, local) || !contains(typename B::memory_kinds{}, remote))
+    return false;
+  if constexpr (requires { B::can_move(local, remote); })
+    return B::can_move(local, remote);
+  else
+    return true;
+}
+
+/// True when backend `B` asks to be tried before the others for this pair of kinds, with its
+/// optional `static constexpr bool prefers(mem_kind local, mem_kind remote)`. The agent tries
+/// preferring backends first, then the rest, each group in the agent's type order; a backend
+/// that refuses a request with `not_supported` (a peer it cannot reach) passes it on.
+template <backend B>
+constexpr bool prefers(mem_kind local, mem_kind remote) noexcept {
+  if constexpr (requires { B::prefers(local, remote); })
+    return moves<B>(local, remote) && B::prefers(local, remote);
+  else
+    return false;
+}
+
+/// `B` moves data between local kind `Local` and remote kind `Remote`.
+template <class B, class Local, class Remote>
+concept backend_for = backend<B> && kind_tag<Local> && kind_tag<Remote> &&
+    kind_in<Local, typename B::memory_kinds> && kind_in<Remote, typename B::memory_kinds> &&
+    (moves<B>(Local::value, Remote::value));
+
+}  // namespace nixl

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include <nixl/log.hpp>
-#include <nixl/memory.hpp>
-#include <nixl/status.hpp>
+#include <nixl/detail/log.hpp>
+#include <nixl/detail/memory.hpp>
+#include <nixl/detail/status.hpp>
 
 namespace nixl::detail {
 

@@ -2,7 +2,7 @@
 # Installs what building and testing nixl-cpp needs on Debian 12 (idempotent, non-interactive).
 set -euo pipefail
 pkgs=(
-  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev clang-format
+  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev clang-format ccache
   libfmt-dev catch2 libbenchmark-dev libcli11-dev
   libucx-dev ucx-utils liburing-dev libaio-dev libibverbs-dev librdmacm-dev
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev

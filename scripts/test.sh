@@ -9,6 +9,14 @@ cd "$(dirname "$0")/.."
 preset=${1:-ci}
 shift || true
 jobs=${NIXL_JOBS:-$(nproc)}
+# ccache (installed by install-deps.sh) serves every preset and every clone of the tree: paths
+# below the clone's root are hashed relative to it. A launcher set by the caller wins.
+if command -v ccache >/dev/null && [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]]; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=1
+  export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-20G}
+fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 ctest --preset "$preset" "$@"

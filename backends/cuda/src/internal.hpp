@@ -29,9 +29,9 @@ inline bool host_device_pointer(const void* p, std::uintptr_t& dev) noexcept {
 }
 
 /// Maps a peer process's allocation on `device`, or takes a reference on the mapping this
-/// process holds already: mappings are kept per (IPC handle, GPU) for the whole process, since
-/// a process may open a handle once per GPU and several regions share one allocation. Throws
-/// `nixl::error` naming the fix.
+/// process holds already: mappings are kept per (IPC handle, GPU) for the whole process, in the
+/// table every backend shares (nixl/detail/cuda_ipc.hpp), since a process may open a handle once
+/// per GPU and several regions share one allocation. Throws `nixl::error` naming the fix.
 void* ipc_open(const std::array<char, ipc_handle_size>& handle, int device);
 /// Drops a reference taken by `ipc_open`; the last one unmaps.
 void ipc_close(void* base) noexcept;

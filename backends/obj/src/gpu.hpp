@@ -1,6 +1,7 @@
-// VRAM for the object store backends: the CUDA driver loaded at run time (dlopen of
-// libcuda.so.1; nothing links against CUDA), one primary context and copy stream per device,
-// and a bounded pool of pinned host memory through which GPU bytes go to and from HTTP bodies.
+// VRAM for the object store backends: the process's CUDA driver (nixl/detail/cuda_driver.hpp:
+// dlopen of libcuda.so.1, nothing links against CUDA; one primary context and copy stream per
+// device), and a bounded pool of pinned host memory through which GPU bytes go to and from HTTP
+// bodies.
 #pragma once
 
 #include <chrono>
@@ -12,9 +13,11 @@
 #include <string>
 #include <string_view>
 
-namespace nixl::obj::detail {
+namespace nixl::detail::cu {
+struct driver;
+}
 
-struct cuda_driver;
+namespace nixl::obj::detail {
 
 /// The VRAM side of one store. `attach` runs on the callers' threads; `acquire`, `release`,
 /// `to_host` and `to_device` on the engine's thread only.
@@ -65,7 +68,7 @@ class gpu_stage {
   std::size_t pool_bytes_;
   std::size_t largest_;
   std::chrono::milliseconds copy_timeout_;
-  cuda_driver* drv_ = nullptr;
+  nixl::detail::cu::driver* drv_ = nullptr;
   std::mutex mu_;              // pool creation
   std::byte* pool_ = nullptr;  // pinned (cuMemHostAlloc, portable)
   void* pool_ctx_ = nullptr;   // the context it was allocated in

@@ -182,6 +182,8 @@ engine::~engine() {
   drain_deferred(true);
   wake_fd_.reset();
   epoll_fd_.reset();
+  // peers' VRAM that copy requests opened here and that stayed open for the next one
+  nixl::detail::cu::ipc_table::get().close_idle(this);
 }
 
 }  // namespace detail

@@ -89,20 +89,16 @@ status engine::run_copy(std::string_view data, std::uint64_t& token) noexcept {
                     e.host_addr, e.len);
           return status::invalid_param;
         }
-        if (auto f = foreign_vram_.find(e.handle); f != foreign_vram_.end()) m = f->second;
       }
-      if (!m) {
-        ipc_export x;
-        x.handle = e.handle;
-        x.uuid = e.uuid;
-        x.offset = e.vram_offset;
-        x.alloc_len = e.alloc_len;
-        m = gpu::open_ipc(x);
-        if (!m) return status::not_supported;
-        std::lock_guard lk(copy_mu_);
-        if (foreign_vram_.size() >= 4096) foreign_vram_.clear();  // bounded; reopened on use
-        foreign_vram_.emplace(e.handle, m);
-      }
+      ipc_export x;
+      x.handle = e.handle;
+      x.uuid = e.uuid;
+      x.offset = e.vram_offset;
+      x.alloc_len = e.alloc_len;
+      // kept open while idle for the next request, until this engine goes (or more than the
+      // table's bound are idle; reopened on use)
+      m = gpu::open_ipc(x, this);
+      if (!m) return status::not_supported;
       const gpu::mapped w = gpu::where(*m);
       if (w.size == 0 || e.vram_offset > w.size || e.len > w.size - e.vram_offset) {
         log::warn("UCX: refused a copy request: {} bytes at offset {} of a peer allocation of {}",

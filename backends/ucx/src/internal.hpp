@@ -56,10 +56,11 @@ void* map_remote(ucp_rkey_h rkey, std::uint64_t raddr, std::uint64_t dev_hint) n
 /// when the driver is absent or the allocation cannot be exported (e.g. cuMemCreate memory).
 std::optional<ipc_export> export_vram(std::uintptr_t addr, std::size_t len,
                                       std::uint64_t dev_hint) noexcept;
-/// The peer allocation of `x` opened here, on the device of this host with its UUID (one
-/// mapping per allocation in the process, closed when the last holder drops it); null when the
-/// device is not visible here or the driver refuses the handle.
-std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x) noexcept;
+/// The peer allocation of `x` opened here, on the device of this host with its UUID (the
+/// process's one mapping of it, closed when the last holder drops it; with a `keeper`, kept open
+/// while idle until the keeper closes its idle ones); null when the device is not visible here
+/// or the driver refuses the handle.
+std::shared_ptr<ipc_mapping> open_ipc(const ipc_export& x, const void* keeper = nullptr) noexcept;
 /// Where an opened allocation starts in this process, and the context and copy stream of its
 /// device.
 struct mapped {

@@ -1,14 +1,12 @@
 // OBJ and AZURE_BLOB VRAM staging against s3rver and azurite where there is no GPU, with a
-// stand-in for the CUDA driver (fake_cuda.cpp, loaded by its path first, so that it is the
-// libcuda.so.1 the backends find): its "device memory" is host memory it handed out and its
+// stand-in for the CUDA driver (tests/support/fake_cuda, loaded by its path first, so that it is
+// the libcuda.so.1 the backends find): its "device memory" is host memory it handed out and its
 // copies end late, so the backends' whole VRAM path runs: data checked through the pool of the
 // default size and of the smallest allowed, a descriptor larger than the pool, many
 // descriptors, ranged READs into a sub-range, one pool allocated per backend, CUDA errors named
 // in the request's message, a copy that never ends (a bounded wait, then its chunk kept out of
 // the pool, then a clear "no room" rather than a hang), host memory and a too small pool
 // refused at registration.
-
-#include <dlfcn.h>
 
 #include <cstring>
 #include <string>
@@ -18,36 +16,15 @@
 #include <nixl/backends/azure_blob.hpp>
 #include <nixl/backends/obj.hpp>
 
-#include "obj_test_support.hpp"
+#include "fake_cuda/fake_cuda.hpp"
+#include "obj_vram_support.hpp"
 
 using namespace obj_test;
 
 namespace {
 
-/// The stand-in driver's calls the test makes itself.
-struct fake_driver {
-  // By its path, before any backend loads "libcuda.so.1": the backend's dlopen then finds this
-  // one by its soname, whatever LD_LIBRARY_PATH says.
-  void* lib = ::dlopen(NIXL_OBJ_FAKE_CUDA, RTLD_NOW | RTLD_LOCAL);
-  int (*alloc)(unsigned long long*, std::size_t) = nullptr;
-  int (*free_)(unsigned long long) = nullptr;
-  void (*fail_next)(int) = nullptr;
-  long (*copies)() = nullptr;
-  std::size_t (*host_bytes)() = nullptr;
-  fake_driver() {
-    if (lib == nullptr) return;
-    alloc = reinterpret_cast<decltype(alloc)>(::dlsym(lib, "cuMemAlloc_v2"));
-    free_ = reinterpret_cast<decltype(free_)>(::dlsym(lib, "cuMemFree_v2"));
-    fail_next = reinterpret_cast<decltype(fail_next)>(::dlsym(lib, "fake_cuda_fail_next"));
-    copies = reinterpret_cast<decltype(copies)>(::dlsym(lib, "fake_cuda_copies"));
-    host_bytes = reinterpret_cast<decltype(host_bytes)>(::dlsym(lib, "fake_cuda_host_bytes"));
-  }
-  bool ok() const { return fail_next != nullptr && alloc != nullptr; }
-};
-
-fake_driver& fake() {
-  static fake_driver d;
-  return d;
+nixl::test::fake_cuda& fake() {
+  return nixl::test::fake_cuda::get();
 }
 
 /// `n` bytes of fake VRAM, zeroed, which the test reads and writes directly.
@@ -68,53 +45,6 @@ struct vbuf {
   }
 };
 
-struct s3_kind {
-  using backend = nixl::obj::backend;
-  static constexpr const char* server = "s3";
-  static nixl::params params(const std::string& ep) {
-    return {{"endpoint_override", ep},       {"scheme", "http"},        {"bucket", "nixl-test"},
-            {"access_key", "S3RVER"},        {"secret_key", "S3RVER"},  {"region", "us-east-1"},
-            {"request_timeout_ms", "20000"}, {"retry_backoff_ms", "20"}};
-  }
-};
-
-struct az_kind {
-  using backend = nixl::azure_blob::backend;
-  static constexpr const char* server = "azure";
-  static nixl::params params(const std::string& ep) {
-    return {{"account_name", "devstoreaccount1"},
-            {"account_key",
-             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
-             "K1SZFPTOtr/KBHBeksoGMGw=="},
-            {"container_name", "nixl-test"},
-            {"account_url", "http://" + ep + "/devstoreaccount1"},
-            {"request_timeout_ms", "20000"},
-            {"retry_backoff_ms", "20"}};
-  }
-};
-
-template <class K>
-struct vrig : agent_rig<typename K::backend> {
-  using base = agent_rig<typename K::backend>;
-  explicit vrig(const nixl::params& p) : base(p) {
-    this->ag.template get_backend<typename K::backend>().create_bucket();
-  }
-  void vram(const vbuf& g) {
-    this->ag.register_memory(nixl::reg_list<nixl::vram_t>{{{g.addr(), g.n, 0}, ""}});
-  }
-  auto vrequest(nixl::xfer_op op, const vbuf& g, const std::vector<typename base::piece>& ps) {
-    nixl::xfer_list<nixl::vram_t> mem;
-    nixl::xfer_list<nixl::object_t> obj;
-    for (const auto& p : ps) {
-      mem.push_back({g.addr(p.mem_off), p.len, 0});
-      obj.push_back({p.obj_off, p.len, p.dev});
-    }
-    nixl::xfer_options o;
-    o.skip_merge = true;
-    return this->ag.create_request(op, mem, obj, this->ag.name(), o);
-  }
-};
-
 #define OBJ_FAKE_START(K, srv)                                           \
   if (!fake().ok()) NIXL_SKIP("the stand-in libcuda.so.1 did not load"); \
   fake().fail_next(0);                                                   \
@@ -125,12 +55,12 @@ template <class K>
 void round_trips() {
   OBJ_FAKE_START(K, srv);
   const std::string pool = GENERATE(std::string(), std::string("16777216"));
-  auto p = K::params(srv.endpoint());
+  auto p = K::params(srv.endpoint(), "20000");
   if (!pool.empty()) p["vram_staging_bytes"] = pool;
   INFO("vram_staging_bytes " << (pool.empty() ? "default" : pool));
   const std::size_t host_before = fake().host_bytes();
   {
-    vrig<K> r(p);
+    vrig<K, vbuf> r(p);
     const std::vector<std::size_t> sizes = {1, 4096, 64u << 20};
     const auto devs = r.objects({"fv-one", "fv/four kib", "fv-big"});
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -163,25 +93,17 @@ void round_trips() {
 template <class K>
 void many_and_ranges() {
   OBJ_FAKE_START(K, srv);
-  auto p = K::params(srv.endpoint());
+  auto p = K::params(srv.endpoint(), "20000");
   p["vram_staging_bytes"] = "16777216";
-  vrig<K> r(p);
+  vrig<K, vbuf> r(p);
   constexpr std::size_t small = (1u << 20) + 1, count = 40, big = 20u << 20;
-  std::vector<std::string> keys;
-  for (std::size_t i = 0; i <= count; ++i) keys.push_back("fv-many/" + std::to_string(i));
-  const auto devs = r.objects(keys);
+  const auto [wp, rp] = r.many("fv-many/", count, small, big);
   const std::size_t total = count * small + big;
   const auto data = pattern(total, 9);
   vbuf src(total), dst(total);
   src.put(data);
   r.vram(src);
   r.vram(dst);
-  std::vector<typename vrig<K>::piece> wp, rp;
-  for (std::size_t i = 0; i < count; ++i) wp.push_back({i * small, devs[i], 0, small});
-  wp.push_back({count * small, devs[count], 0, big});
-  rp.push_back({0, devs[count], 0, big});
-  for (std::size_t i = 0; i < count; ++i)
-    rp.push_back({big + i * small, devs[count - 1 - i], 0, small});
   auto w = r.vrequest(nixl::xfer_op::write, src, wp);
   REQUIRE(run(w, 120s) == nixl::status::success);
   auto rd = r.vrequest(nixl::xfer_op::read, dst, rp);
@@ -204,7 +126,7 @@ void many_and_ranges() {
     vbuf part(c.len + c.mem_off + 1000);
     r.vram(part);
     auto pr =
-        r.vrequest(nixl::xfer_op::read, part, {{c.mem_off, devs[c.obj_index], c.obj_off, c.len}});
+        r.vrequest(nixl::xfer_op::read, part, {{c.mem_off, wp[c.obj_index].dev, c.obj_off, c.len}});
     REQUIRE(run(pr, 120s) == nixl::status::success);
     const std::byte* obj =
         data.data() + (c.obj_index == count ? count * small : c.obj_index * small);
@@ -219,10 +141,10 @@ void many_and_ranges() {
 template <class K>
 void failures() {
   OBJ_FAKE_START(K, srv);
-  auto p = K::params(srv.endpoint());
+  auto p = K::params(srv.endpoint(), "20000");
   p["vram_staging_bytes"] = "16777216";
   p["request_timeout_ms"] = "1500";
-  vrig<K> r(p);
+  vrig<K, vbuf> r(p);
   const auto devs = r.objects({"fv-err", "fv-big-err"});
   const auto data = pattern(8192, 3);
   vbuf g(1u << 20);
@@ -269,9 +191,9 @@ void failures() {
     CHECK(e.status_code() == nixl::status::invalid_param);
     CHECK(contains(e.what(), "not memory the CUDA driver knows"));
   }
-  auto small_pool = K::params(srv.endpoint());
+  auto small_pool = K::params(srv.endpoint(), "20000");
   small_pool["vram_staging_bytes"] = std::to_string(8u << 20);
-  vrig<K> r2(small_pool);
+  vrig<K, vbuf> r2(small_pool);
   try {
     r2.vram(g);
     FAIL("a pool smaller than multipart_threshold was accepted");

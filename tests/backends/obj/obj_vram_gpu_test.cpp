@@ -18,7 +18,7 @@
 #include <nixl/backends/azure_blob.hpp>
 #include <nixl/backends/obj.hpp>
 
-#include "obj_test_support.hpp"
+#include "obj_vram_support.hpp"
 
 using namespace obj_test;
 
@@ -68,54 +68,6 @@ struct gpu_buf {
   }
 };
 
-struct s3_kind {
-  using backend = nixl::obj::backend;
-  static constexpr const char* server = "s3";
-  static nixl::params params(const std::string& ep) {
-    return {{"endpoint_override", ep},       {"scheme", "http"},        {"bucket", "nixl-test"},
-            {"access_key", "S3RVER"},        {"secret_key", "S3RVER"},  {"region", "us-east-1"},
-            {"request_timeout_ms", "30000"}, {"retry_backoff_ms", "20"}};
-  }
-};
-
-struct az_kind {
-  using backend = nixl::azure_blob::backend;
-  static constexpr const char* server = "azure";
-  static nixl::params params(const std::string& ep) {
-    return {{"account_name", "devstoreaccount1"},
-            {"account_key",
-             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
-             "K1SZFPTOtr/KBHBeksoGMGw=="},
-            {"container_name", "nixl-test"},
-            {"account_url", "http://" + ep + "/devstoreaccount1"},
-            {"request_timeout_ms", "30000"},
-            {"retry_backoff_ms", "20"}};
-  }
-};
-
-/// An agent with the backend of `K` (its bucket or container made), and VRAM requests.
-template <class K>
-struct vrig : agent_rig<typename K::backend> {
-  using base = agent_rig<typename K::backend>;
-  explicit vrig(const nixl::params& p) : base(p) {
-    this->ag.template get_backend<typename K::backend>().create_bucket();
-  }
-  void vram(const gpu_buf& g) {
-    this->ag.register_memory(nixl::reg_list<nixl::vram_t>{{{g.addr(), g.n, 0}, ""}});
-  }
-  auto vrequest(nixl::xfer_op op, const gpu_buf& g, const std::vector<typename base::piece>& ps) {
-    nixl::xfer_list<nixl::vram_t> mem;
-    nixl::xfer_list<nixl::object_t> obj;
-    for (const auto& p : ps) {
-      mem.push_back({g.addr(p.mem_off), p.len, 0});
-      obj.push_back({p.obj_off, p.len, p.dev});
-    }
-    nixl::xfer_options o;
-    o.skip_merge = true;
-    return this->ag.create_request(op, mem, obj, this->ag.name(), o);
-  }
-};
-
 #define OBJ_GPU_START(K, srv)               \
   if (auto why = no_gpu()) NIXL_SKIP(*why); \
   server srv(K::server);                    \
@@ -130,7 +82,7 @@ void round_trips() {
   auto p = K::params(srv.endpoint());
   if (!pool.empty()) p["vram_staging_bytes"] = pool;
   INFO("vram_staging_bytes " << (pool.empty() ? "default" : pool));
-  vrig<K> r(p);
+  vrig<K, gpu_buf> r(p);
   const std::vector<std::size_t> sizes = {1, 4096, 64u << 20};
   const auto devs = r.objects({"vram-one", "vram/four kib", "vram-big"});
   for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -171,25 +123,16 @@ void many_descriptors() {
   OBJ_GPU_START(K, srv);
   auto p = K::params(srv.endpoint());
   p["vram_staging_bytes"] = "16777216";  // fewer bytes than the request moves
-  vrig<K> r(p);
+  vrig<K, gpu_buf> r(p);
   // 48 objects of 1 MiB + 1 B and one of 20 MiB (multipart) from one VRAM buffer.
   constexpr std::size_t small = (1u << 20) + 1, count = 48, big = 20u << 20;
-  std::vector<std::string> keys;
-  for (std::size_t i = 0; i <= count; ++i) keys.push_back("vram-many/" + std::to_string(i));
-  const auto devs = r.objects(keys);
+  const auto [w_pieces, r_pieces] = r.many("vram-many/", count, small, big);
   const std::size_t total = count * small + big;
   const auto data = pattern(total, 5);
   gpu_buf src(total), dst(total);
   src.put(data);
   r.vram(src);
   r.vram(dst);
-  std::vector<typename vrig<K>::piece> w_pieces, r_pieces;
-  for (std::size_t i = 0; i < count; ++i) w_pieces.push_back({i * small, devs[i], 0, small});
-  w_pieces.push_back({count * small, devs[count], 0, big});
-  // Read back to other places: the big object first, then the small ones in reverse order.
-  r_pieces.push_back({0, devs[count], 0, big});
-  for (std::size_t i = 0; i < count; ++i)
-    r_pieces.push_back({big + i * small, devs[count - 1 - i], 0, small});
   auto w = r.vrequest(nixl::xfer_op::write, src, w_pieces);
   REQUIRE(run(w, 120s) == nixl::status::success);
   auto rd = r.vrequest(nixl::xfer_op::read, dst, r_pieces);
@@ -211,7 +154,7 @@ void many_descriptors() {
 template <class K>
 void ranged_reads() {
   OBJ_GPU_START(K, srv);
-  vrig<K> r(K::params(srv.endpoint()));
+  vrig<K, gpu_buf> r(K::params(srv.endpoint()));
   const auto devs = r.objects({"vram-range-small", "vram-range-big"});
   const auto small = pattern(1u << 20, 21), big = pattern(40u << 20, 22);
   r.memory(small);
@@ -246,7 +189,7 @@ void ranged_reads() {
 template <class K>
 void errors() {
   OBJ_GPU_START(K, srv);
-  vrig<K> r(K::params(srv.endpoint()));
+  vrig<K, gpu_buf> r(K::params(srv.endpoint()));
   const auto devs = r.objects({"vram-err"});
   const auto data = pattern(4096, 31);
   gpu_buf g(8192);

@@ -300,11 +300,11 @@ class engine {
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;
 
-  // copy requests: host regions they may touch, peers' VRAM opened for them, and the posts
-  // waiting for answers (token -> status, in_progress until answered)
+  // copy requests: host regions they may touch, and the posts waiting for answers (token ->
+  // status, in_progress until answered); the peers' VRAM opened for them is kept, idle, in the
+  // process's table of CUDA IPC mappings with this engine as keeper
   std::mutex copy_mu_;
   std::multimap<std::uintptr_t, std::size_t> host_regions_;
-  std::map<std::array<char, 64>, std::shared_ptr<ipc_mapping>> foreign_vram_;
   std::map<std::uint64_t, std::atomic<int>*> copy_waiters_;
   std::atomic<std::uint64_t> copy_token_{1};
 

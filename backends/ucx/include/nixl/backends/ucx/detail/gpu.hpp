@@ -11,6 +11,7 @@
 #include <mutex>
 #include <span>
 
+#include <nixl/detail/cuda_ipc.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::ucx::detail {
@@ -26,17 +27,12 @@ struct gpu_item {
   void* stream = nullptr;
 };
 
-/// VRAM exported for the driver copies of another process on this host: the CUDA IPC handle
-/// of the allocation holding the region, its device's UUID, and where the region starts in it.
-struct ipc_export {
-  std::array<char, 64> handle{};
-  std::array<char, 16> uuid{};
-  std::uint64_t offset = 0;     ///< of the region's first byte in the allocation
-  std::uint64_t alloc_len = 0;  ///< of the allocation
-};
-
-/// A peer's allocation opened here (shared by every region of it; closed with the last).
-struct ipc_mapping;
+/// VRAM exported for the driver copies of another process on this host (the CUDA IPC handle
+/// of the allocation holding the region, its device's UUID, where the region starts in it),
+/// and a peer's allocation opened here from one: one mapping per allocation in the process,
+/// shared by every region, backend and agent of it (nixl/detail/cuda_ipc.hpp).
+using ipc_export = nixl::detail::cu::ipc_export;
+using ipc_mapping = nixl::detail::cu::ipc_lease;
 
 /// A peer region's export and the mapping opened from it at its first use here.
 struct ipc_slot {

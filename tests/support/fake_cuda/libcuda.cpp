@@ -1,8 +1,15 @@
-// A stand-in for the CUDA driver (libcuda.so.1) with the calls the object store backends make,
-// for testing their VRAM staging where there is no GPU: "device memory" is host memory that
-// this library handed out (cuMemAlloc_v2), copies are memcpy done late (a stream answers
-// CUDA_ERROR_NOT_READY a few times first, then copies), and a test can make the next copy fail
-// or never end (fake_cuda_fail_next) and count the copies (fake_cuda_copies).
+// The one stand-in for the CUDA driver (libcuda.so.1) of every backend's tests, for the driver
+// calls of nixl/detail/cuda_driver.hpp where there is no GPU (target nixl_fake_cuda; a test
+// dlopens it by its path, NIXL_FAKE_CUDA, before any backend looks for the driver):
+// - one device (UUID "fake-cuda-gpu-0\0"); "device memory" is host memory this library handed
+//   out (cuMemAlloc_v2), so the test reads and writes it directly;
+// - the object stores' staging: asynchronous copies are memcpy done late (a stream answers
+//   CUDA_ERROR_NOT_READY a few times first, then copies); a test can make the next copy fail or
+//   never end (fake_cuda_fail_next) and count the copies (fake_cuda_copies);
+// - UCX's copies: cuMemcpyAsync copies at once, cuStreamSynchronize ends what was queued,
+//   cuMemHostRegister / cuMemHostUnregister are counted (fake_cuda_host_registered);
+// - CUDA IPC: a handle names a fake allocation; opening it maps it "again" at the same address
+//   (one process), and the opens and closes are counted (fake_cuda_ipc_opens / _open_now).
 
 #include <cstddef>
 #include <cstdint>
@@ -10,11 +17,19 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace {
 
 using CUresult = int;
-constexpr CUresult ok = 0, invalid_value = 1, not_ready = 600, launch_failed = 719;
+constexpr CUresult ok = 0, invalid_value = 1, already_mapped = 208, not_ready = 600,
+                   launch_failed = 719;
+struct uuid16 {
+  char bytes[16];
+};
+struct ipc_handle64 {
+  char reserved[64];
+};
 
 struct pending {
   void* dst = nullptr;
@@ -25,6 +40,9 @@ struct pending {
 
 std::mutex mu;
 std::map<std::uintptr_t, std::size_t> device_mem, host_mem;  // start -> length
+std::map<std::uintptr_t, std::size_t> registered;            // cuMemHostRegister'd
+std::set<unsigned long long> ipc_open_now;                   // allocations opened through IPC
+long ipc_opens = 0;
 pending queued;
 bool busy = false;
 int fail_next = 0;  // 1: the next copy fails to start; 2: it fails on query; 3: it never ends
@@ -162,6 +180,74 @@ __attribute__((visibility("default"))) CUresult cuGetErrorName(CUresult r, const
   return ok;
 }
 
+__attribute__((visibility("default"))) CUresult cuDeviceGetUuid_v2(uuid16* u, int d) {
+  if (d != 0) return invalid_value;
+  std::memcpy(u->bytes, "fake-cuda-gpu-0", 16);
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuMemGetAddressRange_v2(unsigned long long* base,
+                                                                        std::size_t* size,
+                                                                        unsigned long long p) {
+  std::lock_guard l(mu);
+  auto it = device_mem.upper_bound(p);
+  if (it == device_mem.begin()) return invalid_value;
+  --it;
+  if (p >= it->first + it->second) return invalid_value;
+  if (base != nullptr) *base = it->first;
+  if (size != nullptr) *size = it->second;
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuIpcGetMemHandle(ipc_handle64* h,
+                                                                  unsigned long long p) {
+  std::lock_guard l(mu);
+  if (device_mem.find(p) == device_mem.end()) return invalid_value;  // an allocation's start
+  std::memset(h->reserved, 0, sizeof h->reserved);
+  std::memcpy(h->reserved, "fakeipc", 8);
+  std::memcpy(h->reserved + 8, &p, sizeof p);
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle_v2(unsigned long long* p,
+                                                                      ipc_handle64 h, unsigned) {
+  std::lock_guard l(mu);
+  unsigned long long at = 0;
+  std::memcpy(&at, h.reserved + 8, sizeof at);
+  if (std::memcmp(h.reserved, "fakeipc", 8) != 0 || device_mem.find(at) == device_mem.end())
+    return invalid_value;
+  if (ipc_open_now.count(at) != 0) return already_mapped;  // once per process and device
+  ipc_open_now.insert(at);
+  ++ipc_opens;
+  *p = at;
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuIpcCloseMemHandle(unsigned long long p) {
+  std::lock_guard l(mu);
+  return ipc_open_now.erase(p) != 0 ? ok : invalid_value;
+}
+__attribute__((visibility("default"))) CUresult cuMemcpyAsync(unsigned long long dst,
+                                                              unsigned long long src, std::size_t n,
+                                                              void*) {
+  {
+    std::lock_guard l(mu);
+    if (!inside(device_mem, dst) && !inside(device_mem, src)) return invalid_value;
+    ++copies;
+  }
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuStreamSynchronize(void*) {
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuMemHostRegister_v2(void* p, std::size_t n,
+                                                                     unsigned) {
+  std::lock_guard l(mu);
+  registered[reinterpret_cast<std::uintptr_t>(p)] = n;
+  return ok;
+}
+__attribute__((visibility("default"))) CUresult cuMemHostUnregister(void* p) {
+  std::lock_guard l(mu);
+  return registered.erase(reinterpret_cast<std::uintptr_t>(p)) != 0 ? ok : invalid_value;
+}
+
 // Test controls.
 __attribute__((visibility("default"))) void fake_cuda_fail_next(int how) {
   std::lock_guard l(mu);
@@ -170,6 +256,18 @@ __attribute__((visibility("default"))) void fake_cuda_fail_next(int how) {
 __attribute__((visibility("default"))) long fake_cuda_copies() {
   std::lock_guard l(mu);
   return copies;
+}
+__attribute__((visibility("default"))) long fake_cuda_ipc_opens() {
+  std::lock_guard l(mu);
+  return ipc_opens;
+}
+__attribute__((visibility("default"))) long fake_cuda_ipc_open_now() {
+  std::lock_guard l(mu);
+  return static_cast<long>(ipc_open_now.size());
+}
+__attribute__((visibility("default"))) long fake_cuda_host_registered() {
+  std::lock_guard l(mu);
+  return static_cast<long>(registered.size());
 }
 __attribute__((visibility("default"))) std::size_t fake_cuda_host_bytes() {
   std::lock_guard l(mu);

@@ -156,8 +156,14 @@ struct tcpstore_client::impl {
       broken(status::mismatch, what,
              fmt::format("the store announced a value of {} bytes, more than the {} accepted", len,
                          max_value));
-    std::string v(static_cast<std::size_t>(len), '\0');
-    read_exact(v.data(), v.size(), deadline, what);
+    // Grown as the bytes arrive: a length that lies costs no more memory than what was sent.
+    constexpr std::size_t chunk = std::size_t{1} << 20;
+    std::string v;
+    while (v.size() < len) {
+      std::size_t at = v.size();
+      v.resize(at + std::min<std::size_t>(chunk, static_cast<std::size_t>(len) - at));
+      read_exact(v.data() + at, v.size() - at, deadline, what);
+    }
     return v;
   }
 

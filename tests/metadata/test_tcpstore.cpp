@@ -86,8 +86,11 @@ class torch_store {
     if (pid_ == 0) {
       ::dup2(fds[0], 0);
       const std::string p = std::to_string(port);
-      ::execl(NIXL_PYTHON3, NIXL_PYTHON3, NIXL_TCPSTORE_TEST_SERVER, port_file.c_str(), p.c_str(),
-              static_cast<char*>(nullptr));
+      const char* py = std::getenv("NIXL_TEST_PYTHON3");  // another python with torch
+      if (py == nullptr || *py == '\0') py = NIXL_PYTHON3;
+      const char* script = std::getenv("NIXL_TEST_TCPSTORE_SERVER");
+      if (script == nullptr || *script == '\0') script = NIXL_TCPSTORE_TEST_SERVER;
+      ::execl(py, py, script, port_file.c_str(), p.c_str(), static_cast<char*>(nullptr));
       ::_exit(4);
     }
     ::close(fds[0]);
@@ -104,7 +107,7 @@ class torch_store {
         30s);
     if (port_ == 0) {
       if (up && WIFEXITED(st) && WEXITSTATUS(st) == 3)
-        why_ = "torch.distributed is not installed for " NIXL_PYTHON3;
+        why_ = "torch.distributed is not installed for " NIXL_PYTHON3 " (or NIXL_TEST_PYTHON3)";
       else
         why_ = "the TCPStore server did not start (tests/metadata/tcpstore_server.py)";
       if (!up) ::kill(pid_, SIGKILL), ::waitpid(pid_, &st, 0);
@@ -483,6 +486,11 @@ TEST_CASE("TCPStore answering garbage: clear errors, no crash", "[metadata][tcps
   }
   SECTION("a truncated value") {
     garbage_store g(std::string(1, '\0'), u64(100) + "abc");
+    tcpstore_client c(g.endpoint(), 2s);
+    CHECK(code_of([&] { (void)c.get("k"); }) == status::remote_disconnect);
+  }
+  SECTION("a large length within the bound, then a close") {
+    garbage_store g(std::string(1, '\0'), u64(std::uint64_t{1} << 29) + "abc");
     tcpstore_client c(g.endpoint(), 2s);
     CHECK(code_of([&] { (void)c.get("k"); }) == status::remote_disconnect);
   }

@@ -14,7 +14,10 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -389,19 +392,27 @@ TEST_CASE("TCPStore that is not there: clear status within the op timeout",
 
 namespace {
 
-/// A fake store: answers the handshake, then every CHECK with `check_reply` and every GET with
-/// `get_reply` (raw bytes), then closes the connection after `close_after` replies (0: never).
-class garbage_store {
+/// A fake store speaking the current dialect (VALIDATE, PING, SET=1, GET=3, CHECK=5,
+/// GETNUMKEYS=7, DELETE_KEY=8), one thread per connection. With `check_reply` / `get_reply`
+/// set it answers every CHECK / GET with those raw bytes instead (and closes after a GET).
+class fake_store {
  public:
-  garbage_store(std::string check_reply, std::string get_reply)
+  explicit fake_store(std::optional<std::string> check_reply = std::nullopt,
+                      std::optional<std::string> get_reply = std::nullopt)
       : check_(std::move(check_reply)), get_(std::move(get_reply)) {
     fd_ = loopback_socket(port_, 16);
-    thread_ = std::thread([this] { serve(); });
+    thread_ = std::thread([this] { accept_loop(); });
   }
-  ~garbage_store() {
+  ~fake_store() {
     stop_ = true;
     ::shutdown(fd_, SHUT_RDWR);
     thread_.join();
+    {
+      std::lock_guard lk(m_);
+      for (int c : clients_) ::shutdown(c, SHUT_RDWR);
+    }
+    for (auto& t : served_) t.join();
+    for (int c : clients_) ::close(c);
     ::close(fd_);
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -417,45 +428,114 @@ class garbage_store {
     }
     return true;
   }
-  static bool skip_string(int c) {
+  static bool read_string(int c, std::string& s) {
     std::uint64_t len = 0;
-    if (!read_n(c, &len, 8) || len > 4096) return false;
-    std::string s(len, '\0');
+    if (!read_n(c, &len, 8) || len > (std::uint64_t{64} << 20)) return false;
+    s.assign(len, '\0');
     return read_n(c, s.data(), len);
   }
-  void serve() {
+  template <class T>
+  static void reply(int c, T v) {
+    ::send(c, &v, sizeof v, MSG_NOSIGNAL);
+  }
+  static void reply(int c, const std::string& raw) {
+    ::send(c, raw.data(), raw.size(), MSG_NOSIGNAL);
+  }
+  void accept_loop() {
     while (!stop_) {
       int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;
-      timeval tv{2, 0};
-      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      char hs[10];
-      if (read_n(c, hs, sizeof hs) && hs[0] == 0 && hs[5] == 13) {
-        ::send(c, hs + 6, 4, MSG_NOSIGNAL);  // PING echo
-        for (;;) {
-          std::uint8_t op = 0;
-          if (!read_n(c, &op, 1)) break;
-          if (op == 5) {  // CHECK
-            std::uint64_t nk = 0;
-            if (!read_n(c, &nk, 8) || nk != 1 || !skip_string(c)) break;
-            ::send(c, check_.data(), check_.size(), MSG_NOSIGNAL);
-          } else if (op == 3) {  // GET
-            if (!skip_string(c)) break;
-            ::send(c, get_.data(), get_.size(), MSG_NOSIGNAL);
-            break;  // and close
-          } else {
-            break;
-          }
-        }
-      }
-      ::close(c);
+      std::lock_guard lk(m_);
+      clients_.push_back(c);
+      served_.emplace_back([this, c] { serve(c); });
     }
+  }
+  /// Handles one request; false closes the connection.
+  bool request(int c) {
+    std::uint8_t op = 0;
+    std::string key, value;
+    if (!read_n(c, &op, 1)) return false;
+    switch (op) {
+      case 0: {  // VALIDATE
+        std::uint32_t magic = 0;
+        return read_n(c, &magic, 4) && magic == 0x3C85F7CE;
+      }
+      case 13: {  // PING
+        std::uint32_t nonce = 0;
+        if (!read_n(c, &nonce, 4)) return false;
+        reply(c, nonce);
+        return true;
+      }
+      case 1:  // SET
+        if (!read_string(c, key) || !read_string(c, value)) return false;
+        {
+          std::lock_guard lk(m_);
+          kv_[key] = value;
+        }
+        return true;
+      case 5: {  // CHECK
+        std::uint64_t n = 0;
+        if (!read_n(c, &n, 8) || n > 1000) return false;
+        bool all = true;
+        for (std::uint64_t i = 0; i < n; ++i) {
+          if (!read_string(c, key)) return false;
+          std::lock_guard lk(m_);
+          all = all && kv_.count(key) > 0;
+        }
+        if (check_)
+          reply(c, *check_);
+        else
+          reply(c, static_cast<std::uint8_t>(all ? 0 : 1));
+        return true;
+      }
+      case 3:  // GET
+        if (!read_string(c, key)) return false;
+        if (get_) {
+          reply(c, *get_);
+          return false;
+        }
+        {
+          std::lock_guard lk(m_);
+          auto it = kv_.find(key);
+          if (it == kv_.end()) return false;  // as the legacy server
+          value = it->second;
+        }
+        reply(c, u64_of(value.size()) + value);
+        return true;
+      case 7: {  // GETNUMKEYS
+        std::lock_guard lk(m_);
+        reply(c, static_cast<std::int64_t>(kv_.size()));
+        return true;
+      }
+      case 8: {  // DELETE_KEY
+        if (!read_string(c, key)) return false;
+        std::lock_guard lk(m_);
+        reply(c, static_cast<std::int64_t>(kv_.erase(key)));
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+  static std::string u64_of(std::uint64_t v) {
+    return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void serve(int c) {
+    timeval tv{5, 0};
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (!stop_ && request(c)) {
+    }
+    ::shutdown(c, SHUT_RDWR);
   }
 
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::string check_, get_;
+  std::optional<std::string> check_, get_;
+  std::mutex m_;
+  std::map<std::string, std::string> kv_;
+  std::vector<int> clients_;
+  std::vector<std::thread> served_;
   std::thread thread_;
 };
 
@@ -465,9 +545,31 @@ std::string u64(std::uint64_t v) {
 
 }  // namespace
 
+TEST_CASE("TCPStore current dialect (VALIDATE/PING) against a fake store", "[metadata][tcpstore]") {
+  fake_store srv;
+  tcpstore_client c(srv.endpoint(), 2s);
+  CHECK_FALSE(c.get("nixl/none").has_value());
+  CHECK(c.protocol() == tcpstore_client::dialect::current);
+  c.set("nixl/k", "v1");
+  CHECK(c.get("nixl/k") == "v1");
+  CHECK(c.num_keys() == 1);
+  CHECK(c.remove("nixl/k"));
+  CHECK_FALSE(c.remove("nixl/k"));
+
+  two_agents ab(srv.endpoint(), 2s);
+  auto s = ab.xa.send_local_metadata();
+  REQUIRE(outcome(s) == status::success);
+  auto f = ab.xb.fetch_remote_metadata("A");
+  REQUIRE(outcome(f) == status::success);
+  CHECK(ab.b.value("A") == ab.a.blob());
+  auto inv = ab.xa.invalidate_local_metadata();
+  REQUIRE(outcome(inv) == status::success);
+  CHECK_FALSE(c.check("nixl/agents/metadata/A/NULL_AGENT"));
+}
+
 TEST_CASE("TCPStore answering garbage: clear errors, no crash", "[metadata][tcpstore]") {
   SECTION("a value length beyond the bound") {
-    garbage_store g(std::string(1, '\0'), u64(std::uint64_t{1} << 62));
+    fake_store g(std::string(1, '\0'), u64(std::uint64_t{1} << 62));
     tcpstore_client c(g.endpoint(), 2s);
     try {
       (void)c.get("k");
@@ -485,29 +587,29 @@ TEST_CASE("TCPStore answering garbage: clear errors, no crash", "[metadata][tcps
     CHECK(why.find("more than the") != std::string::npos);
   }
   SECTION("a truncated value") {
-    garbage_store g(std::string(1, '\0'), u64(100) + "abc");
+    fake_store g(std::string(1, '\0'), u64(100) + "abc");
     tcpstore_client c(g.endpoint(), 2s);
     CHECK(code_of([&] { (void)c.get("k"); }) == status::remote_disconnect);
   }
   SECTION("a large length within the bound, then a close") {
-    garbage_store g(std::string(1, '\0'), u64(std::uint64_t{1} << 29) + "abc");
+    fake_store g(std::string(1, '\0'), u64(std::uint64_t{1} << 29) + "abc");
     tcpstore_client c(g.endpoint(), 2s);
     CHECK(code_of([&] { (void)c.get("k"); }) == status::remote_disconnect);
   }
   SECTION("an unknown CHECK code") {
-    garbage_store g(std::string(1, '\x07'), {});
+    fake_store g(std::string(1, '\x07'), {});
     tcpstore_client c(g.endpoint(), 2s);
     CHECK(code_of([&] { (void)c.check("k"); }) == status::mismatch);
   }
   SECTION("no reply at all") {
-    garbage_store g({}, {});
+    fake_store g(std::string{}, std::string{});
     tcpstore_client c(g.endpoint(), 500ms);
     auto t0 = std::chrono::steady_clock::now();
     CHECK(code_of([&] { (void)c.check("k"); }) == status::remote_disconnect);
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   }
   SECTION("a value that is not metadata") {
-    garbage_store g(std::string(1, '\0'), u64(5) + "junk!");
+    fake_store g(std::string(1, '\0'), u64(5) + "junk!");
     md_test::fake_agent a("A");
     nixl::metadata::exchange x("A", with_tcpstore(g.endpoint(), 2s), a.hooks());
     auto f = x.fetch_remote_metadata("B");

@@ -38,6 +38,7 @@ struct tcpstore_store::state {
     std::string agent, label, key;
     clock::time_point deadline;
     std::string last_error;  // of the last probe, for the final message
+    status last_status = status::success;
     std::promise<void> done;
   };
   std::list<waiter> waiters;  // worker only
@@ -78,6 +79,7 @@ struct tcpstore_store::state {
       v = client.get(w.key);
     } catch (const nixl::error& e) {
       w.last_error = e.what();  // store away or broken: retried until the deadline
+      w.last_status = e.status_code();
       return false;
     }
     if (!v) return false;
@@ -103,7 +105,7 @@ struct tcpstore_store::state {
         continue;
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.tcpstore_timeout);
-      status s = it->last_error.empty() ? status::not_found : status::remote_disconnect;
+      status s = it->last_error.empty() ? status::not_found : it->last_status;
       std::string msg =
           it->last_error.empty()
               ? fmt::format(

@@ -14,6 +14,7 @@
 #include "common.hpp"
 #include "listener.hpp"
 #include "socket.hpp"
+#include "tcpstore.hpp"
 
 namespace nixl::metadata {
 
@@ -32,6 +33,7 @@ config config::resolved() const {
     if (c.metadata_secret.empty()) {
       if (const char* k = std::getenv("NIXL_METADATA_SECRET")) c.metadata_secret = k;
     }
+    detail::tcpstore_env(c);
   }
   if (c.listen_address.empty()) c.listen_address = std::string(default_listen_address);
   detail::check_listen_address(c.listen_address);
@@ -41,7 +43,8 @@ config config::resolved() const {
 }
 
 bool config::runs_threads() const {
-  return listen || !resolved().etcd_endpoints.empty();
+  auto r = resolved();
+  return listen || !r.etcd_endpoints.empty() || !r.tcpstore_endpoint.empty();
 }
 
 struct exchange::impl {
@@ -49,6 +52,7 @@ struct exchange::impl {
   bool threaded = false;
   std::unique_ptr<detail::listener> p2p;
   std::unique_ptr<detail::central_store> central;
+  std::unique_ptr<detail::tcpstore_store> tcpstore;
 };
 
 exchange::exchange(std::string agent_name, config cfg, hooks h) : impl_(std::make_unique<impl>()) {
@@ -66,16 +70,19 @@ exchange::exchange(std::string agent_name, config cfg, hooks h) : impl_(std::mak
                 "metadata exchange of '{}': max_frame {} must be in 1..4294967295", m.ctx.name,
                 c.max_frame);
   }
-  m.threaded = c.listen || !c.etcd_endpoints.empty();
+  detail::tcpstore_check(c);
+  m.threaded = c.listen || !c.etcd_endpoints.empty() || !c.tcpstore_endpoint.empty();
   // Peer requests of a threaded exchange run on the listener's I/O thread, even without a
   // listening socket.
   m.p2p = std::make_unique<detail::listener>(m.ctx, m.threaded);
   if (!c.etcd_endpoints.empty()) m.central = std::make_unique<detail::central_store>(m.ctx);
+  if (!c.tcpstore_endpoint.empty()) m.tcpstore = std::make_unique<detail::tcpstore_store>(m.ctx);
 }
 
 exchange::~exchange() {
   // The etcd thread first, then the I/O thread; both before the context they read goes away.
   impl_->central.reset();
+  impl_->tcpstore.reset();
   impl_->p2p.reset();
 }
 
@@ -89,7 +96,7 @@ bool exchange::runs_threads() const noexcept {
   return impl_->threaded;
 }
 bool exchange::has_central() const noexcept {
-  return impl_->central != nullptr;
+  return impl_->central != nullptr || impl_->tcpstore != nullptr;
 }
 const config& exchange::settings() const noexcept {
   return impl_->ctx.cfg;
@@ -113,23 +120,26 @@ std::future<void> exchange::invalidate_at(std::string_view ip, std::uint16_t por
 namespace {
 [[noreturn]] void no_central(std::string_view call) {
   nixl::raise(status::not_supported,
-              "{}: no central metadata store; set NIXL_ETCD_ENDPOINTS (etcd) or give the peer's "
-              "ip and port",
+              "{}: no central metadata store; set NIXL_ETCD_ENDPOINTS (etcd) or "
+              "NIXL_TCPSTORE_ENDPOINT (TCPStore), or give the peer's ip and port",
               call);
 }
 }  // namespace
 
 std::future<void> exchange::publish(std::string_view label, std::string blob) {
+  if (impl_->tcpstore) return impl_->tcpstore->publish(label, std::move(blob));
   if (!impl_->central) no_central("send_local_metadata");
   return impl_->central->publish(label, std::move(blob));
 }
 
 std::future<void> exchange::fetch_central(std::string_view agent, std::string_view label) {
+  if (impl_->tcpstore) return impl_->tcpstore->fetch(agent, label);
   if (!impl_->central) no_central("fetch_remote_metadata");
   return impl_->central->fetch(agent, label);
 }
 
 std::future<void> exchange::unpublish() {
+  if (impl_->tcpstore) return impl_->tcpstore->unpublish();
   if (!impl_->central) no_central("invalidate_local_metadata");
   return impl_->central->unpublish();
 }
@@ -138,7 +148,7 @@ void exchange::central_or_throw(std::string_view call) const {
   if (!has_central())
     nixl::raise(status::invalid_param,
                 "{}: no ip given and no central store; give the peer's ip and port, or set "
-                "NIXL_ETCD_ENDPOINTS",
+                "NIXL_ETCD_ENDPOINTS or NIXL_TCPSTORE_ENDPOINT",
                 call);
 }
 
@@ -184,6 +194,7 @@ listener_stats exchange::stats() const noexcept {
 }
 
 std::string exchange::central_key(std::string_view agent, std::string_view label) const {
+  if (impl_->tcpstore) return impl_->tcpstore->key(agent, label);
   return fmt::format("{}/{}/{}", impl_->ctx.cfg.etcd_namespace, agent, label);
 }
 

@@ -124,8 +124,16 @@ struct config {
   std::chrono::seconds etcd_lease_ttl{10};
   /// Bound on one etcd request.
   std::chrono::milliseconds etcd_request_timeout{5000};
-  /// Fill listen_address / metadata_secret / etcd_endpoints / etcd_namespace from the
-  /// environment when empty.
+  /// PyTorch c10d TCPStore as the central store, "host:port" (tcpstore.hpp). Empty:
+  /// NIXL_TCPSTORE_ENDPOINT if read_env, else none. Cannot be combined with etcd_endpoints.
+  std::string tcpstore_endpoint;
+  /// First-connect budget, and how long a fetch keeps probing for a missing key
+  /// (NIXL_TCPSTORE_TIMEOUT_MS).
+  std::chrono::milliseconds tcpstore_timeout{30000};
+  /// Bound on one TCPStore request and on every reconnect (NIXL_TCPSTORE_OP_TIMEOUT_MS).
+  std::chrono::milliseconds tcpstore_op_timeout{5000};
+  /// Fill listen_address / metadata_secret / etcd_endpoints / etcd_namespace /
+  /// tcpstore_endpoint (and its NIXL_TCPSTORE_*TIMEOUT_MS) from the environment when empty.
   bool read_env = true;
 
   /// A copy with the environment applied and the namespace normalised.

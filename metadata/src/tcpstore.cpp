@@ -1,0 +1,265 @@
+// The TCPStore central store: SET / CHECK+GET / DELETE_KEY of NIXL's keys on a worker thread.
+#include "tcpstore.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nixl/log.hpp>
+#include <nixl/metadata/tcpstore.hpp>
+#include <nixl/status.hpp>
+
+namespace nixl::metadata::detail {
+
+using namespace std::chrono_literals;
+
+struct tcpstore_store::state {
+  const std::string& name;
+  const config& cfg;
+  const hooks& h;
+  tcpstore_client client;
+
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> tasks;       // guarded by mutex
+  bool stop = false;                             // guarded by mutex
+  std::set<std::string, std::less<>> published;  // worker only
+
+  struct waiter {
+    std::string agent, label, key;
+    clock::time_point deadline;
+    std::string last_error;  // of the last probe, for the final message
+    status last_status = status::success;
+    std::promise<void> done;
+  };
+  std::list<waiter> waiters;  // worker only
+
+  explicit state(const context& ctx)
+      : name(ctx.name),
+        cfg(ctx.cfg),
+        h(ctx.h),
+        client(ctx.cfg.tcpstore_endpoint, ctx.cfg.tcpstore_op_timeout) {}
+
+  std::future<void> post(std::function<void(std::promise<void>&)> fn) {
+    auto p = std::make_shared<std::promise<void>>();
+    auto f = p->get_future();
+    {
+      std::lock_guard lk(mutex);
+      if (stop) {
+        p->set_exception(make_error(status::canceled, "metadata exchange is shutting down"));
+        return f;
+      }
+      tasks.push_back([p, fn = std::move(fn)] {
+        try {
+          fn(*p);
+        } catch (...) {
+          auto [s, msg] = describe(std::current_exception());
+          log::warn("metadata (tcpstore): {}", msg);
+          p->set_exception(std::current_exception());
+        }
+      });
+    }
+    wake.notify_one();
+    return f;
+  }
+
+  /// One probe of a waiting fetch: true when it finished (loaded or failed for good).
+  bool probe(waiter& w) {
+    std::optional<std::string> v;
+    try {
+      v = client.get(w.key);
+    } catch (const nixl::error& e) {
+      w.last_error = e.what();  // store away or broken: retried until the deadline
+      w.last_status = e.status_code();
+      return false;
+    }
+    if (!v) return false;
+    try {
+      std::string got = h.load(bytes_of(*v));
+      if (got != w.agent)
+        nixl::raise(status::mismatch,
+                    "fetch_remote_metadata: key '{}' holds metadata of agent '{}', not '{}'", w.key,
+                    got, w.agent);
+      w.done.set_value();
+    } catch (...) {
+      auto [s, msg] = describe(std::current_exception());
+      log::warn("metadata (tcpstore): loading '{}': {}", w.key, msg);
+      w.done.set_exception(std::current_exception());
+    }
+    return true;
+  }
+
+  void expire(clock::time_point now) {
+    for (auto it = waiters.begin(); it != waiters.end();) {
+      if (now < it->deadline) {
+        ++it;
+        continue;
+      }
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.tcpstore_timeout);
+      status s = it->last_error.empty() ? status::not_found : it->last_status;
+      std::string msg =
+          it->last_error.empty()
+              ? fmt::format(
+                    "fetch_remote_metadata: no metadata of agent '{}' under '{}' in the "
+                    "TCPStore {} after {} ms; has it published (label '{}')?",
+                    it->agent, it->key, client.endpoint(), ms.count(), it->label)
+              : fmt::format(
+                    "fetch_remote_metadata: agent '{}' ('{}') not fetched within {} ms: "
+                    "{}",
+                    it->agent, it->key, ms.count(), it->last_error);
+      log::warn("metadata (tcpstore): {}", msg);
+      it->done.set_exception(make_error(s, std::move(msg)));
+      it = waiters.erase(it);
+    }
+  }
+
+  void loop() {
+    std::unique_lock lk(mutex);
+    while (!stop) {
+      std::deque<std::function<void()>> todo;
+      todo.swap(tasks);
+      lk.unlock();
+      for (auto& t : todo) t();
+      // Pending fetches: at most ~50 ms of probing per pass, as NIXL.
+      auto pass_end = clock::now() + 50ms;
+      for (auto it = waiters.begin(); it != waiters.end() && clock::now() < pass_end;) {
+        auto cur = it++;
+        if (probe(*cur)) waiters.erase(cur);
+      }
+      expire(clock::now());
+      lk.lock();
+      if (!waiters.empty()) {
+        wake.wait_for(lk, 10ms, [this] { return stop || !tasks.empty(); });
+      } else {
+        wake.wait(lk, [this] { return stop || !tasks.empty(); });
+      }
+    }
+    std::deque<std::function<void()>> todo;
+    todo.swap(tasks);
+    lk.unlock();
+    for (auto& t : todo) t();
+    for (auto& w : waiters)
+      w.done.set_exception(
+          make_error(status::canceled, "metadata exchange stopped while waiting for " + w.key));
+    waiters.clear();
+  }
+};
+
+tcpstore_store::tcpstore_store(const context& ctx) : s_(std::make_unique<state>(ctx)) {
+  auto& m = *s_;
+  m.worker = std::thread([&m] {
+    // The first connect gets the longer budget; a failure is logged and retried later.
+    try {
+      m.client.connect(
+          std::chrono::duration_cast<std::chrono::milliseconds>(m.cfg.tcpstore_timeout));
+    } catch (const std::exception& e) {
+      log::warn("metadata (tcpstore): {}", e.what());
+    }
+    m.loop();
+  });
+}
+
+tcpstore_store::~tcpstore_store() {
+  auto& m = *s_;
+  {
+    std::lock_guard lk(m.mutex);
+    m.stop = true;
+  }
+  m.wake.notify_one();
+  if (m.worker.joinable()) m.worker.join();
+}
+
+std::future<void> tcpstore_store::publish(std::string_view label, std::string blob) {
+  auto& m = *s_;
+  check_name("label", "send_local_metadata", label);
+  check_name("agent name", "send_local_metadata", m.name);
+  if (blob.empty()) nixl::raise(status::invalid_param, "send_local_metadata: empty metadata blob");
+  return m.post([&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
+    std::string k = tcpstore_key(label, m.name);
+    m.published.insert(k);  // remembered even when the SET fails, so invalidate deletes it
+    m.client.set(k, blob);
+    log::debug("metadata (tcpstore): published '{}'", k);
+    p.set_value();
+  });
+}
+
+std::future<void> tcpstore_store::fetch(std::string_view agent, std::string_view label) {
+  auto& m = *s_;
+  check_name("agent name", "fetch_remote_metadata", agent);
+  check_name("label", "fetch_remote_metadata", label);
+  return m.post([&m, agent = std::string(agent),
+                 label = std::string(label)](std::promise<void>& p) {
+    state::waiter w;
+    w.agent = agent;
+    w.label = label;
+    w.key = tcpstore_key(label, agent);
+    w.deadline = clock::now() + std::chrono::duration_cast<clock::duration>(m.cfg.tcpstore_timeout);
+    w.done = std::move(p);
+    if (!m.probe(w)) m.waiters.push_back(std::move(w));
+  });
+}
+
+std::future<void> tcpstore_store::unpublish() {
+  auto& m = *s_;
+  check_name("agent name", "invalidate_local_metadata", m.name);
+  return m.post([&m](std::promise<void>& p) {
+    // No recursive delete: each key we published; on error the rest stays for a retry.
+    for (auto it = m.published.begin(); it != m.published.end();) {
+      m.client.remove(*it);
+      log::debug("metadata (tcpstore): deleted '{}'", *it);
+      it = m.published.erase(it);
+    }
+    p.set_value();
+  });
+}
+
+std::string tcpstore_store::key(std::string_view agent, std::string_view label) const {
+  return tcpstore_key(label, agent);
+}
+
+}  // namespace nixl::metadata::detail
+
+namespace nixl::metadata::detail {
+
+namespace {
+std::chrono::milliseconds env_ms(const char* var, std::chrono::milliseconds fallback) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return fallback;
+  std::string_view s(v);
+  long long ms = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+  if (ec != std::errc{} || end != s.data() + s.size() || ms <= 0 || ms > 86'400'000)
+    nixl::raise(status::invalid_param,
+                "{}='{}' must be a positive number of milliseconds (at most one day)", var, s);
+  return std::chrono::milliseconds(ms);
+}
+}  // namespace
+
+void tcpstore_env(config& c) {
+  if (c.tcpstore_endpoint.empty()) {
+    if (const char* e = std::getenv("NIXL_TCPSTORE_ENDPOINT")) c.tcpstore_endpoint = e;
+  }
+  c.tcpstore_timeout = env_ms("NIXL_TCPSTORE_TIMEOUT_MS", c.tcpstore_timeout);
+  c.tcpstore_op_timeout = env_ms("NIXL_TCPSTORE_OP_TIMEOUT_MS", c.tcpstore_op_timeout);
+}
+
+void tcpstore_check(const config& c) {
+  if (c.tcpstore_endpoint.empty()) return;
+  if (!c.etcd_endpoints.empty())
+    nixl::raise(status::invalid_param,
+                "NIXL_ETCD_ENDPOINTS and NIXL_TCPSTORE_ENDPOINT are mutually exclusive");
+  (void)parse_tcpstore_endpoint(c.tcpstore_endpoint);
+  if (c.tcpstore_timeout.count() <= 0 || c.tcpstore_op_timeout.count() <= 0)
+    nixl::raise(status::invalid_param, "TCPStore timeouts must be positive");
+}
+
+}  // namespace nixl::metadata::detail

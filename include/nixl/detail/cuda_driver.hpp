@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include <nixl/log.hpp>
+#include <nixl/detail/log.hpp>
 
 namespace nixl::detail::cu {
 

@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 
 #include <nixl/detail/cuda_driver.hpp>
-#include <nixl/log.hpp>
+#include <nixl/detail/log.hpp>
 
 namespace nixl::detail::cu {
 

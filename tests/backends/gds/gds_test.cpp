@@ -24,6 +24,7 @@
 
 #include "gds_support.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/small_fs.hpp"
 
 using namespace gds_test;
 using gds_b = nixl::gds::backend;
@@ -922,4 +923,37 @@ TEST_CASE("gds: DRAM moved synchronously keeps max_request_size in compatibility
   CHECK(f.get("sync_calls") - calls0 == 4);  // 2 chunks of 128 KiB each way, not 16 of 16 KiB
   CHECK(f.get("max_sync") == static_cast<long>(128 * KiB));
   CHECK(f.get("submits") == submits0);
+}
+
+TEMPLATE_TEST_CASE(
+    "gds: a file system that fills ends the WRITE with an error; the backend goes on", "[gds]",
+    gds_b, mt_b) {
+  // GDS: the batch API and (its default for DRAM) synchronous calls; GDS_MT: its threads.
+  const bool batch = GENERATE(true, false);
+  if (!batch && !std::is_same_v<TestType, gds_b>) return;
+  DYNAMIC_SECTION((batch ? "batch API" : "synchronous")) {
+    fake f;
+    // cuFile refuses tmpfs, so a small ext4 on a loop device.
+    small_fs fs(small_fs::type::ext4, 4 << 20);
+    NIXL_REQUIRE_MOUNT(fs);
+    fd_guard fd(::open((fs / "data").c_str(), O_RDWR | O_CREAT, 0600));
+    auto b = make<TestType>(batch ? p<TestType>() : params_for<TestType>(lib));
+    const std::size_t part = 256 << 10, big = 8 << 20;
+    buffer buf(part + big), back(2 * part);
+    buf.fill(6);
+    rig<TestType> r(b, nixl::mem_kind::dram, buf.addr(), buf.size(), 0, fd.fd);
+    rig<TestType> rd(b, nixl::mem_kind::dram, back.addr(), back.size(), 0, fd.fd);
+    REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, part}}) == nixl::status::success);
+    // Larger than what is free: an error, not success after a short write, and within the wait.
+    CHECK(r.run(nixl::xfer_op::write, {{part, part, big}}) == nixl::status::backend);
+    REQUIRE(rd.run(nixl::xfer_op::read, {{0, 0, part}}) == nixl::status::success);
+    CHECK(back.holds(6, 0, part, 0));
+    // The partial tail dropped, a WRITE that fits succeeds on the same backend and reads back.
+    REQUIRE(::ftruncate(fd.fd, static_cast<off_t>(part)) == 0);
+    CHECK(r.run(nixl::xfer_op::write, {{part, part, part}}) == nixl::status::success);
+    back.set(std::byte{0});
+    REQUIRE(rd.run(nixl::xfer_op::read, {{0, 0, 2 * part}}) == nixl::status::success);
+    CHECK(back.holds(6, 0, 2 * part, 0));
+    CHECK(f.get("in_flight") == 0);
+  }
 }

@@ -19,6 +19,7 @@
 #include <nixl/backends/azure_blob.hpp>
 #include <nixl/backends/obj.hpp>
 
+#include "nixl_test/wait.hpp"
 #include "obj_test_support.hpp"
 
 using namespace obj_test;
@@ -305,6 +306,52 @@ NIXL_STORE_TEST_CASE("a server that stops answering gives an error within the de
   // Restarted on the same port with the same data: the next request works.
   REQUIRE(srv.restart());
   std::memset(dst.data(), 0, dst.size());
+  REQUIRE(run(rd) == nixl::status::success);
+  CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+}
+
+NIXL_STORE_TEST_CASE(
+    "a server killed during a large transfer: an error within the deadline, "
+    "then the restarted server serves",
+    killed_mid_transfer) {
+  server srv(Store::server);
+  NIXL_REQUIRE_SERVER(srv);
+  auto p = Store::params(srv.endpoint());
+  p["request_timeout_ms"] = "3000";
+  store_rig<Store> r(p);
+  const auto devs = r.objects({"killed", "after"});
+  auto src = pattern(24u << 20, 8);  // three parts or blocks of 8 MiB
+  std::vector<std::byte> dst(src.size());
+  r.memory(src);
+  r.memory(dst);
+  auto w = r.request(nixl::xfer_op::write, src, {{0, devs[0], 0, src.size()}});
+  const auto before = r.be().stats().attempts;
+  REQUIRE(w.post() == nixl::status::in_progress);
+  // SIGKILL once the first part (or block) is on its way: connections reset, nothing answers.
+  CHECK(nixl::test::wait_until(
+      [&] { return r.be().stats().attempts >= before + Store::upload_attempts(1) - 1; }, 10s));
+  std::this_thread::sleep_for(10ms);
+  const bool mid = w.status() == nixl::status::in_progress;
+  REQUIRE(::kill(srv.pid(), SIGKILL) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto s = nixl::test::wait(w, 20s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO(r.message(w));
+  if (mid) {
+    CHECK(s == nixl::status::backend);
+    CHECK(took < 5s);  // the deadline of 3000 ms and the last attempt's back-off
+  } else {
+    WARN("the upload ended before the kill: " << nixl::to_string(s));
+  }
+  CHECK(s != nixl::status::in_progress);
+
+  // Restarted on the same port: the next requests succeed, on the same agent. (azurite loses
+  // the container it had not saved when killed: made again; s3rver starts with its bucket.)
+  REQUIRE(srv.restart());
+  Store::prepare(r.be());
+  auto w2 = r.request(nixl::xfer_op::write, src, {{0, devs[1], 0, src.size()}});
+  REQUIRE(run(w2) == nixl::status::success);
+  auto rd = r.request(nixl::xfer_op::read, dst, {{0, devs[1], 0, dst.size()}});
   REQUIRE(run(rd) == nixl::status::success);
   CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
 }

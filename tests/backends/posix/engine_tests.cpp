@@ -25,6 +25,7 @@
 #include <nixl/backends/posix.hpp>
 
 #include "nixl_test/catch.hpp"
+#include "nixl_test/small_fs.hpp"
 #include "posix_test_support.hpp"
 
 using namespace posix_test;
@@ -281,5 +282,32 @@ TEST_CASE("posix: errors end the request with an error status", "[posix]") {
       CHECK(rig.run(nixl::xfer_op::write, buf, {{0, 0, 4096}}) == nixl::status::backend);
       CHECK(rig.run(nixl::xfer_op::read, buf, {{0, 0, 4096}}) == nixl::status::backend);
     }
+  }
+}
+
+TEST_CASE("posix: a file system that fills ends the WRITE with an error; the backend goes on",
+          "[posix]") {
+  const std::string e = GENERATE("URING", "AIO", "POSIX", "POSIX-inline");
+  DYNAMIC_SECTION(e) {
+    small_fs fs(small_fs::type::tmpfs, 1 << 20);
+    NIXL_REQUIRE_MOUNT(fs);
+    fd_guard f(::open((fs / "data").c_str(), O_RDWR | O_CREAT, 0600));
+    const std::size_t part = 256 << 10, big = 2 << 20;
+    buffer buf(part + big), back(2 * part);
+    buf.fill(5);
+    direct_rig rig(engine_params(e), buf, f.fd);
+    REQUIRE(rig.run(nixl::xfer_op::write, buf, {{0, 0, part}}) == nixl::status::success);
+    // Larger than what is free: an error, not success after a short write, and within the wait.
+    CHECK(rig.run(nixl::xfer_op::write, buf, {{part, part, big}}) == nixl::status::backend);
+    // What was written before is intact.
+    direct_rig rd(engine_params(e), back, f.fd);
+    REQUIRE(rd.run(nixl::xfer_op::read, back, {{0, 0, part}}) == nixl::status::success);
+    CHECK(back.holds(5, 0, part, 0));
+    // The partial tail dropped, a WRITE that fits succeeds on the same backend and reads back.
+    REQUIRE(::ftruncate(f.fd, static_cast<off_t>(part)) == 0);
+    CHECK(rig.run(nixl::xfer_op::write, buf, {{part, part, part}}) == nixl::status::success);
+    back.set(std::byte{0});
+    REQUIRE(rd.run(nixl::xfer_op::read, back, {{0, 0, 2 * part}}) == nixl::status::success);
+    CHECK(back.holds(5, 0, 2 * part, 0));
   }
 }

@@ -7,8 +7,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
@@ -56,7 +59,52 @@ std::string env_interface(const std::string& provider) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
+// Whether the provider reaches endpoints of this process through their own memory (see
+// `local_life`): shm, and efa, which sends to peers of its host through shm.
+bool shares_in_process(const std::string& provider) {
+  const std::string first = provider.substr(0, provider.find(';'));
+  return first == "shm" || first == "sm2" || first == "efa";
+}
+
+// The engines of this process: the live ones by identity, the identities of destroyed ones, and
+// the libfabric objects of destroyed engines that another live engine may still reach.
+struct local_registry {
+  std::mutex mu;
+  std::unordered_map<std::uint64_t, std::shared_ptr<local_life>> live;
+  std::unordered_set<std::uint64_t> gone;
+  std::size_t sharing = 0;  ///< live engines whose provider shares memory in process
+  std::vector<std::unique_ptr<parked_engine>> parked;
+  // Never destroyed: an engine left alive at exit keeps what it parked.
+  static local_registry& get() {
+    static auto* r = new local_registry;
+    return *r;
+  }
+};
+
 }  // namespace
+
+/// What an engine opened: endpoints first, then the memory regions, the rest in reverse order of
+/// opening with each rail, the message buffers last.
+struct parked_engine {
+  std::vector<std::unique_ptr<rail>> rails;
+  std::vector<fid_mr*> deferred;
+  fi_handle<fid_mr> bufs_mr;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> bufs{nullptr, nullptr};
+  ~parked_engine() {
+    for (auto& r : rails) r->ep.reset();
+    for (fid_mr* mr : deferred) NIXL_FI_WARN(fi_close(&mr->fid));
+    bufs_mr.reset();
+    rails.clear();
+  }
+};
+
+std::shared_ptr<local_life> find_local(std::uint64_t uid, bool& gone) {
+  local_registry& reg = local_registry::get();
+  std::lock_guard lk(reg.mu);
+  gone = reg.gone.count(uid) != 0;
+  const auto it = reg.live.find(uid);
+  return it == reg.live.end() ? nullptr : it->second;
+}
 
 engine::engine(const config& cfg, const backend_context& bctx)
     : cfg_(cfg), agent_name_(bctx.agent_name), provider_(cfg.effective_provider()) {
@@ -91,6 +139,15 @@ engine::engine(const config& cfg, const backend_context& bctx)
     }
     conn_info_ = wire::encode_conn_info(uid_, provider_, doms, addrs);
     retry_.reserve(256);
+    shares_in_process_ = shares_in_process(provider_);
+    {
+      local_registry& reg = local_registry::get();
+      auto life = std::make_shared<local_life>();
+      std::lock_guard lk(reg.mu);
+      reg.live.emplace(uid_, life);
+      if (shares_in_process_) ++reg.sharing;
+      life_ = std::move(life);
+    }
     if (cfg_.enable_prog_thread.value_or(bctx.progress_thread)) start_thread();
   } catch (...) {
     teardown();  // closes what was opened
@@ -281,18 +338,68 @@ engine::~engine() {
   teardown();
 }
 
+std::unique_ptr<parked_engine> engine::take_resources() noexcept {
+  auto p = std::make_unique<parked_engine>();
+  p->rails = std::move(rails_);
+  {
+    std::lock_guard lk(deferred_mu_);
+    p->deferred.swap(deferred_);
+  }
+  p->bufs_mr = std::move(bufs_mr_);
+  p->bufs = std::move(bufs_);
+  return p;
+}
+
 void engine::teardown() noexcept {
+  // The other engines of the process stop addressing this one (a call under way ends first).
+  if (life_) {
+    std::unique_lock lk(life_->mu);
+    life_->alive = false;
+  }
   stop_.store(true);
   if (thread_.joinable()) {
     wake();
     thread_.join();
   }
-  // Endpoints first: they stop using every buffer, registration and slot; then the memory
-  // regions; the rest closes in reverse order of opening with each rail.
-  for (auto& r : rails_) r->ep.reset();
-  close_deferred(true);
-  bufs_mr_.reset();
-  rails_.clear();
+  std::unique_ptr<parked_engine> mine;
+  try {
+    mine = take_resources();
+  } catch (...) {
+    // no memory to hand them over: close in place
+    for (auto& r : rails_) r->ep.reset();
+    close_deferred(true);
+    bufs_mr_.reset();
+    rails_.clear();
+    return;
+  }
+  // With the shm provider another engine of this process may still hold this endpoint's region
+  // (an address it inserted, an operation of this one it answers): the endpoint stays open, not
+  // progressed, until no engine of the process that could reach it is left. The last one closes
+  // every endpoint kept so.
+  std::vector<std::unique_ptr<parked_engine>> close;
+  if (life_) {
+    local_registry& reg = local_registry::get();
+    std::lock_guard lk(reg.mu);
+    reg.live.erase(uid_);
+    try {
+      reg.gone.insert(uid_);
+    } catch (...) {
+    }
+    if (shares_in_process_) {
+      --reg.sharing;
+      if (reg.sharing > 0) {
+        try {
+          reg.parked.push_back(std::move(mine));
+        } catch (...) {
+          // no memory to keep it: closing is what was done before; a peer may still crash
+        }
+      } else {
+        close.swap(reg.parked);
+      }
+    }
+  }
+  mine.reset();
+  close.clear();
 }
 
 }  // namespace nixl::libfabric::detail

@@ -32,12 +32,23 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
             "LIBFABRIC load_peer '{}': address of rail {} has {} bytes, this provider's have {}",
             name, j, a.size(), r.address.size());
   }
+  // An engine of this process: its life says when it may be addressed; one destroyed already
+  // must not be inserted (its address would reach freed memory, see local_life).
+  bool gone = false;
+  std::shared_ptr<local_life> local = find_local(rec.uid, gone);
+  if (gone)
+    raise(status::remote_disconnect,
+          "LIBFABRIC load_peer '{}': that agent's backend in this process was destroyed; load the "
+          "metadata of a live agent",
+          name);
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
+  p->local = std::move(local);
   p->uid = rec.uid;
   p->remote_rails = rec.addresses.size();
-  p->last_seen_ns = now_ns();
-  p->contact_deadline_ns = p->last_seen_ns + std::chrono::nanoseconds(engine::contact_wait).count();
+  p->last_seen_ns.store(now_ns(), std::memory_order_relaxed);
+  p->contact_deadline_ns = p->last_seen_ns.load(std::memory_order_relaxed) +
+                           std::chrono::nanoseconds(engine::contact_wait).count();
   p->contact.store(uid_ < rec.uid);
   for (std::size_t i = 0; i < rails_.size(); ++i) {
     rail& r = *rails_[i];
@@ -79,7 +90,7 @@ void engine::notify(peer_state* p, std::string_view msg) {
   w.raw(msg);
   const std::string bytes = w.take();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!may_send(p) || !send_ctrl(p->addr[0], p, bytes)) {
+  while (!may_send(p) || !send_ctrl(p->addr[0], p, p->local.get(), bytes)) {
     if (p->failed.load())
       raise(status::remote_disconnect, "LIBFABRIC notify: peer '{}' failed", p->name);
     if (std::chrono::steady_clock::now() > until)

@@ -42,11 +42,16 @@ void engine::on_completion(const fi_cq_msg_entry& e) noexcept {
   switch (c->kind) {
     case ctx_kind::rma: {
       op_slot* s = c->slot;
+      // delivered (FI_DELIVERY_COMPLETE): the peer took it, so it lives
+      if (rma_flags_ != 0 && s->peer != nullptr)
+        s->peer->last_seen_ns.store(now_ns(), std::memory_order_relaxed);
       if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) data_done(s);
       break;
     }
     case ctx_kind::notif: {
       give_send_buffer(c->index);
+      if (rma_flags_ != 0 && c->slot->peer != nullptr)
+        c->slot->peer->last_seen_ns.store(now_ns(), std::memory_order_relaxed);
       complete(c->slot, status::success);
       break;
     }
@@ -132,16 +137,22 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
           !(r0.info->addr_format == FI_ADDR_STR && !m->address.empty() &&
             m->address.back() == '\0'))
         return;
-      fi_addr_t dest = FI_ADDR_UNSPEC;
+      reply_to to;
       try {
         std::lock_guard lk(peers_mu_);
         auto it = reply_addr_.find(m->address);
         if (it != reply_addr_.end()) {
-          dest = it->second;
+          to = it->second;
         } else if (reply_addr_.size() < 4096) {
+          // a sender of this process is answered only while it lives (see local_life)
+          bool gone = false;
+          to.life = find_local(m->uid, gone);
+          if (gone) return;
+          local_hold hold(to.life.get());
+          if (!hold.ok()) return;
           std::lock_guard rl(rails_[0]->mu);
-          if (fi_av_insert(rails_[0]->av, m->address.data(), 1, &dest, 0, nullptr) != 1) return;
-          reply_addr_.emplace(std::string(m->address), dest);
+          if (fi_av_insert(rails_[0]->av, m->address.data(), 1, &to.addr, 0, nullptr) != 1) return;
+          reply_addr_.emplace(std::string(m->address), to);
         } else {
           return;
         }
@@ -149,7 +160,7 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
         return;
       }
       try {
-        send_ctrl(dest, nullptr, wire::encode_pong(uid_, m->token, m->seq));
+        send_ctrl(to.addr, nullptr, to.life.get(), wire::encode_pong(uid_, m->token, m->seq));
       } catch (...) {
       }
       break;
@@ -158,15 +169,20 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
       std::lock_guard lk(peers_mu_);
       if (m->token >= peers_.size()) return;
       peer_state* p = peers_[m->token].get();
-      if (p->uid == m->uid && m->seq != 0 && m->seq <= p->ping_seq) p->last_seen_ns = now_ns();
+      if (p->uid == m->uid && m->seq != 0 && m->seq <= p->ping_seq)
+        p->last_seen_ns.store(now_ns(), std::memory_order_relaxed);
       break;
     }
   }
 }
 
-bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes,
+bool engine::send_ctrl(fi_addr_t dest, peer_state* p, local_life* to, std::string_view bytes,
                        bool may_drain) noexcept {
   if (bytes.size() > msg_cap_) return false;
+  if (to != nullptr && !local_hold(to).ok()) {
+    if (p != nullptr) mark_failed(p, "its backend in this process was destroyed");
+    return false;
+  }
   const int i = take_send_buffer();
   if (i < 0) return false;
   std::byte* buf = bufs_.get() + msg_cap_ * (cfg_.rx_buffers + static_cast<std::size_t>(i));
@@ -178,6 +194,12 @@ bool engine::send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes,
   for (int attempt = 0; attempt < 16; ++attempt) {
     ssize_t rc;
     {
+      local_hold hold(to);
+      if (!hold.ok()) {
+        give_send_buffer(static_cast<std::uint32_t>(i));
+        if (p != nullptr) mark_failed(p, "its backend in this process was destroyed");
+        return false;
+      }
       std::lock_guard lk(r0.mu);
       rc = fi_send(r0.ep, buf, bytes.size(), bufs_desc_, dest, &c);
     }
@@ -207,7 +229,7 @@ void engine::heartbeat() noexcept {
     if (p->is_self || p->closed || p->failed.load(std::memory_order_relaxed)) continue;
     // A live peer answers every ping; one unheard of for peer_timeout is gone, also when
     // no ping could even be sent (a provider that keeps answering EAGAIN to a dead address).
-    if (now - p->last_seen_ns > timeout) {
+    if (now - p->last_seen_ns.load(std::memory_order_relaxed) > timeout) {
       mark_failed(p, "no heartbeat answer within peer_timeout_ms");
       continue;
     }
@@ -218,7 +240,7 @@ void engine::heartbeat() noexcept {
     } catch (...) {
       continue;
     }
-    if (send_ctrl(p->addr[0], p, ping, false)) {
+    if (send_ctrl(p->addr[0], p, p->local.get(), ping, false)) {
       p->ping_seq += 1;
       p->ping_out = true;
       p->ping_sent_ns = now;

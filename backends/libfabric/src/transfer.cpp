@@ -123,6 +123,12 @@ void engine::pump(op_slot* s) noexcept {
     s->outstanding.fetch_add(1, std::memory_order_relaxed);
     ssize_t rc;
     {
+      local_hold hold(s->peer->local.get());
+      if (!hold.ok()) {
+        s->outstanding.fetch_sub(1, std::memory_order_relaxed);
+        mark_failed(s->peer, "its backend in this process was destroyed");
+        continue;  // the loop sees the failure and posts no more
+      }
       std::lock_guard lk(r.mu);
       rc = s->write ? fi_writemsg(r.ep, &msg, wflags) : fi_readmsg(r.ep, &msg, FI_COMPLETION);
     }
@@ -208,6 +214,12 @@ std::optional<status> engine::post_notif(op_slot* s) noexcept {
   rail& r0 = *rails_[0];
   ssize_t rc;
   {
+    local_hold hold(s->peer->local.get());
+    if (!hold.ok()) {
+      give_send_buffer(static_cast<std::uint32_t>(i));
+      mark_failed(s->peer, "its backend in this process was destroyed");
+      return status::remote_disconnect;
+    }
     std::lock_guard lk(r0.mu);
     rc = fi_send(r0.ep, buf, len, bufs_desc_, s->peer->addr[0], &s->notif_ctx);
   }

@@ -4,8 +4,10 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/libfabric.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lf_support.hpp"
@@ -190,4 +192,49 @@ TEST_CASE("libfabric agents: garbage metadata is refused, a destroyed peer is se
   }
   CHECK(s == status::remote_disconnect);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+}
+
+TEST_CASE("libfabric agents: an agent of this process goes, the other goes on") {
+  // libfabric's shm provider reaches an endpoint of the same process through that endpoint's
+  // own memory: the other agent must neither send to it nor answer it once it is destroyed.
+  const auto prov = GENERATE(std::string("shm"), std::string("tcp"));
+  const nixl::params params = provider_params(prov);
+  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why);
+  CAPTURE(prov);
+  const std::size_t n = 1 << 20;
+  buffer ib(n), tb(n);
+  auto init = std::make_unique<lf_agent>("initiator");
+  auto tgt = std::make_unique<lf_agent>("target");
+  init->create_backend<nixl::libfabric::backend>(params);
+  tgt->create_backend<nixl::libfabric::backend>(params);
+  init->register_memory(nixl::reg_list<nixl::dram_t>{{{ib.addr(), n, 0}, ""}});
+  tgt->register_memory(nixl::reg_list<nixl::dram_t>{{{tb.addr(), n, 0}, ""}});
+  const std::string tgt_md = tgt->local_metadata();
+  init->load_remote_metadata(tgt_md);
+  tgt->load_remote_metadata(init->local_metadata());
+  {
+    auto r = init->create_request(xfer_op::write, blocks(ib.addr(), 1, n), blocks(tb.addr(), 1, n),
+                                  "target", {.notif = "before"});
+    REQUIRE(r.post() != status::backend);
+    REQUIRE(wait(r) == status::success);
+    // both send to each other, then the target goes while the initiator's heartbeats run
+    init->notify("target", "ping");
+    tgt->notify("initiator", "pong");
+    tgt.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    status s = status::success;
+    while (s == status::success &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+      s = r.post();
+      if (s == status::in_progress)
+        s = lf_test::wait_done([&] { return r.status(); }, std::chrono::seconds(5));
+    }
+    CHECK(s == status::remote_disconnect);
+    // heartbeats go on for a while: none may reach the destroyed agent
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  // its metadata is refused now (inserting its address would reach freed memory with shm)
+  lf_agent late{"late"};
+  late.create_backend<nixl::libfabric::backend>(params);
+  CHECK(code_of([&] { late.load_remote_metadata(tgt_md); }) == status::remote_disconnect);
 }

@@ -38,6 +38,11 @@ inline constexpr std::uint32_t api_version = FI_VERSION(1, 17);
 class engine;
 struct op_slot;
 struct peer_state;
+/// Whether an engine of this process can still be addressed (src/internal.hpp).
+struct local_life;
+/// The libfabric objects of an engine destroyed while its endpoint may still be reached
+/// (src/context.cpp).
+struct parked_engine;
 
 /// Where a request is, as its completion slot records it.
 enum class phase : std::uint8_t {
@@ -106,6 +111,9 @@ struct peer_state {
   std::vector<fi_addr_t> addr;  ///< per local rail
   std::size_t remote_rails = 1;
   std::atomic<bool> failed{false};
+  /// An engine of this process: addressed only while `local->alive`, under its lock (see
+  /// `engine::teardown`). Null for other processes.
+  std::shared_ptr<local_life> local;
   /// May send: tcp;ofi_rxm loses operations when both sides open their connection at once
   /// (libfabric issue 7396), so of two agents that load each other only the one with the lower
   /// identity opens it; the other waits until it hears from the peer, or `contact_wait`.
@@ -113,8 +121,10 @@ struct peer_state {
   std::int64_t contact_deadline_ns = 0;
   bool is_self = false;
   bool closed = false;
+  /// When the peer last showed it lives: a heartbeat answer, or an operation to it that
+  /// completed (under load its queue may hold the pings back while the data flows).
+  std::atomic<std::int64_t> last_seen_ns{0};
   // heartbeat, under the engine's peers mutex
-  std::int64_t last_seen_ns = 0;
   std::int64_t ping_sent_ns = 0;
   std::uint64_t ping_seq = 0;
   bool ping_out = false;
@@ -249,11 +259,16 @@ class engine {
   void heartbeat() noexcept;
   /// `drain`: on a full queue, read completions between attempts (not while holding the
   /// peers mutex: a received message takes it).
-  bool send_ctrl(fi_addr_t dest, peer_state* p, std::string_view bytes, bool drain = true) noexcept;
+  /// `to`: the receiver when it is an engine of this process (else null); `p`: the peer a failed
+  /// send tells about.
+  bool send_ctrl(fi_addr_t dest, peer_state* p, local_life* to, std::string_view bytes,
+                 bool drain = true) noexcept;
   int take_send_buffer() noexcept;
   void give_send_buffer(std::uint32_t i) noexcept;
   void mark_failed(peer_state* p, std::string_view why) noexcept;
   void close_deferred(bool force) noexcept;
+  /// The libfabric objects this engine opened, handed over for closing (now or later).
+  std::unique_ptr<parked_engine> take_resources() noexcept;
   void run() noexcept;
   void wake() noexcept;
   void start_thread();
@@ -263,6 +278,11 @@ class engine {
   std::string agent_name_;
   std::string provider_;
   std::uint64_t uid_ = 0;
+  /// This engine as the other engines of the process see it (null until it is listed there).
+  std::shared_ptr<local_life> life_;
+  /// The provider addresses an endpoint of this process through that endpoint's own memory
+  /// (shm, and efa through shm): see `engine::teardown`.
+  bool shares_in_process_ = false;
   std::vector<std::unique_ptr<rail>> rails_;
   bool virt_addr_ = false;
   bool prov_key_ = false;
@@ -286,7 +306,12 @@ class engine {
   std::mutex peers_mu_;
   std::vector<std::unique_ptr<peer_state>> peers_;  // retired peers stay until destruction
   peer_state* self_ = nullptr;
-  std::map<std::string, fi_addr_t, std::less<>> reply_addr_;  ///< heartbeat senders (rail 0)
+  /// Where heartbeats come from (rail 0), and the sender's life when it is of this process.
+  struct reply_to {
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    std::shared_ptr<local_life> life;
+  };
+  std::map<std::string, reply_to, std::less<>> reply_addr_;
   std::int64_t next_heartbeat_ns_ = 0;
   std::atomic<int> awaiting_contact_{0};  ///< peers not yet heard from that wait for it
 

@@ -143,6 +143,7 @@ nixl_status_t nixlAgent::getBackendParams(const nixlBackendH* backend, nixl_mem_
 
 nixl_status_t nixlAgent::createBackend(const nixl_backend_t& type, const nixl_b_params_t& params,
                                        nixlBackendH*& backend) {
+  backend = nullptr;  // as NIXL: a failed call leaves the out-handle null
   return guarded("createBackend", [&] {
     nixl::params p(params.begin(), params.end());
     backend = data->backend(data->rt.create_backend(type, p).name);

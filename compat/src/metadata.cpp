@@ -1,8 +1,7 @@
 // nixlAgent: local and remote metadata, and the metadata exchange (listener, etcd). Exchange
-// calls are asynchronous as in NIXL: the status covers what runs on the caller's thread, and
-// completion is observed with checkRemoteMD.
+// calls are asynchronous as in NIXL: the status covers what runs on the caller's thread, never
+// how the I/O ended, and completion is observed with checkRemoteMD.
 
-#include <chrono>
 #include <future>
 
 #include "compat.hpp"
@@ -17,11 +16,14 @@ nixl::runtime::address address_of(const nixl_opt_args_t* x, bool with_label) {
   return nixl::runtime::address_of(x->ipAddr, x->port, with_label ? x->metadataLabel : "");
 }
 
-/// Surfaces the error of an operation that already ended (the exchange runs no thread, or it
-/// failed at once); an operation still under way is left to run.
-template <class Future>
-void settle(Future&& f) {
-  if (f.valid() && f.wait_for(std::chrono::seconds(0)) == std::future_status::ready) f.get();
+/// The status of an exchange call, the same whatever the timing. An exchange without threads
+/// ran the I/O on the caller's thread (its future is ready): its error is the call's. With
+/// threads the I/O is theirs, as NIXL hands it to its listener thread: the call has succeeded
+/// once queued, and a peer's refusal is logged there (never surfaced, even if it came back
+/// before the call returned).
+template <class Exchange, class Future>
+void settle(const Exchange& x, Future&& f) {
+  if (!x.runs_threads() && f.valid()) f.get();
 }
 
 /// Runs exchange call `f(exchange, target)` towards the address in `x`.
@@ -30,7 +32,7 @@ nixl_status_t with_exchange(nixlAgentData& d, std::string_view call, const nixl_
                             bool with_label, F&& f) {
   return guarded(call, [&] {
     d.rt.with_exchange(call, address_of(x, with_label),
-                       [&](auto& ex, const auto& t) { settle(f(ex, t)); });
+                       [&](auto& ex, const auto& t) { settle(ex, f(ex, t)); });
   });
 }
 

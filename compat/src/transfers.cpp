@@ -40,6 +40,7 @@ bool ours(const nixlAgentData& d, const H* h) noexcept {
 nixl_status_t nixlAgent::prepXferDlist(const std::string& agent_name,
                                        const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
                                        const nixl_opt_args_t* extra_params) const {
+  dlist_hndl = nullptr;  // as NIXL: a failed call leaves the out-handle null
   return guarded("prepXferDlist", [&] {
     auto h = std::make_shared<nixlDlistH>(data->rt);
     h->list = data->agent().prepare_list(agent_name, to_core(descs), data->options(extra_params));
@@ -66,6 +67,7 @@ nixl_status_t nixlAgent::makeXferReq(const nixl_xfer_op_t& operation, const nixl
                                      const std::vector<int>& remote_indices,
                                      nixlXferReqH*& req_hndl,
                                      const nixl_opt_args_t* extra_params) const {
+  req_hndl = nullptr;  // as NIXL: a failed call leaves the out-handle null
   if (!ours(*data, local_side) || !ours(*data, remote_side)) return NIXL_ERR_INVALID_PARAM;
   if (!local_side->list.is_local() || remote_side->list.is_local()) {
     nixl::log::error(
@@ -89,6 +91,7 @@ nixl_status_t nixlAgent::createXferReq(const nixl_xfer_op_t& operation,
                                        const nixl_xfer_dlist_t& remote_descs,
                                        const std::string& remote_agent, nixlXferReqH*& req_hndl,
                                        const nixl_opt_args_t* extra_params) const {
+  req_hndl = nullptr;  // as NIXL: a failed call leaves the out-handle null
   return guarded("createXferReq", [&] {
     const auto op = op_of(operation);
     auto o = xfer_opts(*data, extra_params, true);
@@ -154,6 +157,7 @@ nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
 
 nixl_status_t nixlAgent::queryXferBackend(const nixlXferReqH* req_hndl,
                                           nixlBackendH*& backend) const {
+  backend = nullptr;  // as NIXL: a failed call leaves the out-handle null
   if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
   return guarded("queryXferBackend", [&] {
     auto* b = data->backend(req_hndl->req.backend_name());
@@ -176,14 +180,16 @@ nixl_status_t nixlAgent::releaseXferReq(nixlXferReqH* req_hndl) const {
 
 // Memory views (GPU device API)
 
-nixl_status_t nixlAgent::prepMemView(const nixl_remote_dlist_t&, nixlMemViewH&,
+nixl_status_t nixlAgent::prepMemView(const nixl_remote_dlist_t&, nixlMemViewH& mvh,
                                      const nixl_opt_args_t*) const {
+  mvh = nullptr;
   nixl::log::error("prepMemView: the GPU device API is not part of this build");
   return NIXL_ERR_NOT_SUPPORTED;
 }
 
-nixl_status_t nixlAgent::prepMemView(const nixl_local_dlist_t&, nixlMemViewH&,
+nixl_status_t nixlAgent::prepMemView(const nixl_local_dlist_t&, nixlMemViewH& mvh,
                                      const nixl_opt_args_t*) const {
+  mvh = nullptr;
   nixl::log::error("prepMemView: the GPU device API is not part of this build");
   return NIXL_ERR_NOT_SUPPORTED;
 }

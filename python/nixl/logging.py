@@ -8,7 +8,8 @@
 - ``get_logger(name)`` is ``logging.getLogger("nixl." + name.lstrip("_"))``: in a script,
   ``get_logger(__name__)`` is ``nixl.main__``, so a program's ``logger.info(...)`` lines are
   printed on stdout.
-- The C++ library's log lines arrive as records of ``nixl.core`` (levels of the same name).
+- The C++ library logs to stderr, as NIXL's does (absl-like lines, one write each), not
+  through this logger: only the Python side's messages are printed on stdout.
 - ``NIXL_DEBUG_LOGGING`` true (``true``, ``1``, ``yes``) sets ``logging.raiseExceptions``.
 """
 

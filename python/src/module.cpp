@@ -20,5 +20,5 @@ PYBIND11_MODULE(_bindings, m) {
   bind_agent(agent);
   bind_transfers(agent);
   bind_metadata(agent);
-  bind_log_bridge(m);
+  bind_log(m);
 }

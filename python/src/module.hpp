@@ -10,7 +10,7 @@
 //   agent.cpp      nixlAgent: construction, backends, memory registration (agent.hpp)
 //   transfers.cpp  nixlAgent: prepared lists, transfer requests, notifications
 //   metadata.cpp   nixlAgent: local/remote metadata and the metadata exchange
-//   log_bridge.cpp the C++ library's log lines to Python's `nixl` logger
+//   log.cpp        `_log` (the C++ library logs to stderr, not through Python)
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -50,6 +50,6 @@ void bind_config(py::module_& m);
 void bind_agent(py::class_<py_agent>& c);
 void bind_transfers(py::class_<py_agent>& c);
 void bind_metadata(py::class_<py_agent>& c);
-void bind_log_bridge(py::module_& m);
+void bind_log(py::module_& m);
 
 }  // namespace nixl::python

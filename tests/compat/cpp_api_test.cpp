@@ -140,7 +140,9 @@ TEST_CASE("compat: agent, plugins and backends", "[compat]") {
     REQUIRE(a.createBackend(p, params, h) == NIXL_SUCCESS);
     REQUIRE(h != nullptr);
     CHECK(h->getType() == p);
-    CHECK(a.createBackend(p, {}, h) == NIXL_ERR_INVALID_PARAM);  // one per type
+    nixlBackendH* again = h;
+    CHECK(a.createBackend(p, {}, again) == NIXL_ERR_INVALID_PARAM);  // one per type
+    CHECK(again == nullptr);  // a failed call leaves the out-handle null, as NIXL's
     nixl_mem_list_t bm;
     nixl_b_params_t bp;
     REQUIRE(a.getBackendParams(h, bm, bp) == NIXL_SUCCESS);

@@ -16,8 +16,9 @@ import numpy as np
 
 from nixl._api import nixl_agent, nixl_agent_config
 
-# stdout carries the node's line protocol (READY, results, BYE); the library's log lines, which
-# the `nixl` logger prints on stdout as NIXL's does, go to stderr here.
+# stdout carries the node's line protocol (READY, results, BYE); the Python side's log lines,
+# which the `nixl` logger prints on stdout as NIXL's does, go to stderr here (the C++ side's
+# lines are on stderr already).
 import logging  # noqa: E402
 
 for _h in logging.getLogger("nixl").handlers:

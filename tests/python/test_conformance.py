@@ -458,25 +458,100 @@ def test_logging_logger_identity():
         logging.StreamHandler) >= 1
 
 
-def test_logging_cpp_lines_go_through_the_nixl_logger():
-    # A line the C++ library logs without the GIL (as its threads do) reaches the same handler.
+# A C++ log line as absl prints it (NIXL's C++ side): severity, date, time, thread, file:line.
+_CPP_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.+-]+:\d+\] .*$")
+
+
+def test_logging_cpp_lines_go_to_stderr_as_nixls():
+    # NIXL logs its C++ side through absl to stderr; only the Python `nixl` logger uses stdout.
     code = (
         "import nixl\n"
         "from nixl import _bindings as nb\n"
         "nb._log(1, 'a C++ warning')\n"
         "nb._log(2, 'a C++ info')\n"
-        "nb._log_flush()\n"
+        "print('mine')\n"
     )
     r = _run(code)
     assert r.returncode == 0, r.stderr
-    m = _LINE.match(r.stdout.splitlines()[0])
-    assert m and m.group(1) == "WARNING" and m.group(4) == "a C++ warning", r.stdout
-    assert "a C++ info" not in r.stdout  # the library's own level (default WARN) still applies
-    assert "[nixl" not in r.stderr  # not printed a second time to stderr
+    assert r.stdout == "mine\n"
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and _CPP_LINE.match(lines[0]) and lines[0].startswith("W"), r.stderr
+    assert lines[0].endswith("] a C++ warning")
     r = _run(code, NIXL_LOG_LEVEL="INFO")
-    assert "INFO    c++:0 a C++ info" in r.stdout
+    assert [ln[0] for ln in r.stderr.splitlines()] == ["W", "I"], r.stderr
+    assert r.stderr.splitlines()[1].endswith("] a C++ info")
     r = _run(code, NIXL_LOG_LEVEL="ERROR")
-    assert r.stdout == ""
+    assert r.stderr == "" and r.stdout == "mine\n"
+
+
+# Two agents in one program: a transfer from a progress thread's agent, a notification, one
+# peer destroyed while the other lives on, and a normal exit.
+_TWO_AGENTS = """
+import numpy as np
+import nixl
+from nixl._api import nixl_agent, nixl_agent_config
+import time
+
+n = 1 << 16
+a = nixl_agent("logs-a", nixl_agent_config(backends=["UCX"]))
+b = nixl_agent("logs-b", nixl_agent_config(backends=["UCX"]))
+src = np.arange(n, dtype=np.uint8)
+dst = np.zeros(n, dtype=np.uint8)
+ra = a.register_memory([(src.ctypes.data, n, 0, "")], "DRAM")
+rb = b.register_memory([(dst.ctypes.data, n, 0, "")], "DRAM")
+print("registered")
+a.add_remote_agent(b.get_agent_metadata())
+b.add_remote_agent(a.get_agent_metadata())
+for i in range(20):
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, n, 0)], "DRAM"),
+                          a.get_xfer_descs([(dst.ctypes.data, n, 0)], "DRAM"), "logs-b",
+                          b"tag%d" % i)
+    print("transfer", i, "posted:", a.transfer(h))
+    end = time.monotonic() + 10
+    while a.check_xfer_state(h) == "PROC":
+        assert time.monotonic() < end
+    a.release_xfer_handle(h)
+    print("transfer", i, "done")
+end = time.monotonic() + 10
+while not b.check_remote_xfer_done("logs-a", b"tag19"):
+    assert time.monotonic() < end
+assert np.array_equal(src, dst)
+print("data verified")
+b.deregister_memory(rb)
+del b
+print("peer torn down")
+a.deregister_memory(ra)
+print("bye")
+"""
+_TWO_AGENTS_PRINTS = (["registered"] + [f"transfer {i} {w}" for i in range(20) for w in
+                                        ("posted: PROC", "done")] +
+                      ["data verified", "peer torn down", "bye"])
+
+
+def _own_lines(stdout):
+    """The program's own prints: stdout without the Python `nixl` logger's lines."""
+    return [ln for ln in stdout.splitlines() if not _LINE.match(ln)]
+
+
+@needs_ucx
+@pytest.mark.parametrize("level", [None, "WARN", "DEBUG", "TRACE"])
+def test_two_agents_stdout_is_the_programs_and_stderr_whole_lines(level):
+    env = {} if level is None else {"NIXL_LOG_LEVEL": level}
+    r = _run(_TWO_AGENTS, **env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    own = [ln.replace("posted: DONE", "posted: PROC") for ln in _own_lines(r.stdout)]
+    assert own == _TWO_AGENTS_PRINTS, r.stdout[-3000:]
+    if level in (None, "WARN"):
+        assert r.stderr == ""  # a normal exit and a peer's teardown print nothing
+        if level == "WARN":
+            assert _own_lines(r.stdout) == r.stdout.splitlines()  # and nothing else on stdout
+        return
+    lines = r.stderr.splitlines()
+    assert r.stderr.endswith("\n") and lines, r.stderr[-2000:]
+    bad = [ln for ln in lines if not _CPP_LINE.match(ln)]
+    assert not bad, bad[:5]
+    assert not any(ln.startswith(("W", "E")) for ln in lines), r.stderr[-3000:]
+    assert any("its backend was destroyed" in ln for ln in lines)  # logged, at a low level
 
 
 # ---- programs written for NIXL, run unchanged -------------------------------------------------
@@ -593,7 +668,7 @@ def _two_registered_buffers(agent, n=8192):
 
 
 @needs_ucx
-def test_deregister_while_a_finished_handle_is_alive(unique_name, caplog):
+def test_deregister_while_a_finished_handle_is_alive(unique_name, capfd):
     # A client's agent releases handles in __del__ and deregisters before: NIXL lets it through.
     a = nixl_agent(unique_name("dr1"))
     src, dst, reg = _two_registered_buffers(a)
@@ -604,8 +679,7 @@ def test_deregister_while_a_finished_handle_is_alive(unique_name, caplog):
     assert a.deregister_memory(reg) is None  # the live handle does not stop it
     with pytest.raises(nb.nixlNotFoundError):
         a.transfer(h)  # its memory is gone: the next post fails with a clear status
-    nb._log_flush()
-    assert any("deregistered" in r.getMessage() for r in caplog.records)
+    assert "deregistered" in capfd.readouterr().err  # the C++ side's line, on stderr
     with pytest.raises(nb.nixlNotFoundError):
         a.deregister_memory(reg)  # deregistered already
     del h  # released by __del__, after the deregistration

@@ -21,6 +21,10 @@
 namespace nixl::ucx {
 namespace detail {
 
+namespace {
+constexpr std::string_view backend_destroyed = "its backend was destroyed";
+}
+
 void engine::connect_self() {
   // loopback endpoints: each worker to itself
   auto self = std::make_unique<peer_state>();
@@ -52,8 +56,7 @@ void engine::connect_self() {
 
 void engine::probe(peer_state* p) noexcept {
   if (p->local_alive) {
-    if (!p->local_alive->load(std::memory_order_acquire))
-      mark_failed(p, "its backend was destroyed");
+    if (!p->local_alive->load(std::memory_order_acquire)) mark_failed(p, backend_destroyed);
     return;
   }
   const std::int64_t now = now_ns();
@@ -65,9 +68,11 @@ void engine::probe(peer_state* p) noexcept {
 }
 
 void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
+  // A peer whose backend was destroyed left normally (a teardown): no warning.
+  const auto lv = why == backend_destroyed ? log::level::info : log::level::warn;
   if (!p->failed.exchange(true, std::memory_order_acq_rel))
-    log::warn("UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
-              p->name, why);
+    log::write(lv, "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
+               p->name, why);
 }
 
 void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
@@ -336,7 +341,7 @@ void engine::check_local_peers() noexcept {
   std::lock_guard lk(peers_mu_);
   for (auto& p : peers_)
     if (p->local_alive && !p->closed && !p->local_alive->load(std::memory_order_acquire))
-      mark_failed(p.get(), "its backend was destroyed");
+      mark_failed(p.get(), backend_destroyed);
 }
 
 namespace {

@@ -3,7 +3,7 @@
 // Fills its buffer with pattern 7, writes its metadata to stdout ("MD <len>\n" + bytes), then
 // answers line commands on stdin until EOF:
 //   SUM <off> <len>     FNV-1a of a buffer range                      -> "SUM <hex>"
-//   NOTIFS <count>      waits (5 s at most) for notifications            -> "N <count>"
+//   NOTIFS <count>      waits (30 s at most) for notifications           -> "N <count>"
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/libfabric.hpp>
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
         std::size_t want = 0;
         in >> want;
         std::size_t got = 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         nixl::notif_map m;
         while (got < want && std::chrono::steady_clock::now() < until) {
           a.notifications(m);

@@ -157,7 +157,10 @@ class peer_process {
         ::close(to_);
         to_ = -1;
         int st = 0;
-        for (int i = 0; i < 500 && ::waitpid(pid_, &st, WNOHANG) == 0; ++i) ::usleep(10000);
+        // a deadline in time (5 s) for the helper to leave, then SIGKILL
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (::waitpid(pid_, &st, WNOHANG) == 0 && std::chrono::steady_clock::now() < until)
+          ::usleep(10000);
         if (::waitpid(pid_, &st, WNOHANG) == 0) {
           ::kill(pid_, SIGKILL);
           ::waitpid(pid_, &st, 0);

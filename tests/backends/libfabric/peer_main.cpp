@@ -17,18 +17,9 @@
 #include <string>
 #include <thread>
 
-namespace {
+#include "nixl_test/peer_process.hpp"
 
-std::uint64_t fnv(const std::byte* p, std::size_t n) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-}  // namespace
+using nixl::test::fnv;
 
 int main(int argc, char** argv) {
   if (argc < 4) {

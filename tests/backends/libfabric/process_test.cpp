@@ -31,10 +31,7 @@ struct peer_process : nixl::test::peer_process {
       : nixl::test::peer_process(NIXL_LIBFABRIC_PEER_EXE, std::move(args), {nullptr, ""}) {}
 };
 
-template <class R>
-status wait(R& r, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  return lf_test::wait_done([&] { return r.status(); }, limit);
-}
+using nixl::test::wait;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lf_support.hpp"
+#include "nixl_test/agent_waits.hpp"
 
 using lf_test::buffer;
 using lf_test::code_of;
@@ -22,24 +23,11 @@ using dram_list = nixl::xfer_list<nixl::dram_t>;
 namespace {
 
 dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
-  dram_list l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back({base + (reversed ? n - 1 - i : i) * sz, sz, 0});
-  return l;
+  return nixl::test::block_list<dram_list>(base, n, sz, reversed);
 }
 
-template <class R>
-status wait(R& r) {
-  return lf_test::wait_done([&] { return r.status(); });
-}
-
-std::vector<std::string> wait_notifs(lf_agent& a, const std::string& from, std::size_t count) {
-  nixl::notif_map m;
-  lf_test::wait_done([&] {
-    a.notifications(m);
-    return m[from].size() < count ? status::in_progress : status::success;
-  });
-  return m[from];
-}
+using nixl::test::wait;
+using nixl::test::wait_notifs;
 
 struct pair {
   buffer ib, tb;

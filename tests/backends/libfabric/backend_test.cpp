@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lf_support.hpp"
+#include "nixl_test/backend_link.hpp"
 
 using nixl::status;
 using nixl::xfer_op;
@@ -32,29 +33,12 @@ struct side {
   ~side() { be.deregister_region(reg); }
 };
 
-struct peer_link {
-  lf::backend& be;
-  lf::backend::peer peer;
-  lf::backend::remote_region rr;
+struct peer_link : nixl::test::peer_link<lf::backend> {
   peer_link(side& from, side& to, const std::string& to_name)
-      : be(from.be), peer(from.be.load_peer(to_name, bytes_of(to.be.connection_info()))) {
-    rr = from.be.unpack(peer, nixl::mem_kind::dram, {to.buf.addr(), to.buf.size(), 0},
-                        bytes_of(to.be.public_data(to.reg)));
-  }
-  ~peer_link() {
-    be.unload_region(rr);
-    be.unload_peer(peer);
-  }
+      : nixl::test::peer_link<lf::backend>(from, to, to_name) {}
 };
 
-template <class R>
-nixl::bound_desc<R> bd(std::uintptr_t a, std::size_t n, const R& r) {
-  nixl::bound_desc<R> d;
-  d.addr = a;
-  d.len = n;
-  d.region = &r;
-  return d;
-}
+using nixl::test::bd;
 
 }  // namespace
 

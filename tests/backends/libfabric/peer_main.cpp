@@ -3,7 +3,7 @@
 // Fills its buffer with pattern 7, writes its metadata to stdout ("MD <len>\n" + bytes), then
 // answers line commands on stdin until EOF:
 //   SUM <off> <len>     FNV-1a of a buffer range                      -> "SUM <hex>"
-//   NOTIFS <count>      waits (5 s at most) for notifications            -> "N <count>"
+//   NOTIFS <count>      waits (30 s at most) for notifications           -> "N <count>"
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/libfabric.hpp>
@@ -17,18 +17,9 @@
 #include <string>
 #include <thread>
 
-namespace {
+#include "nixl_test/peer_process.hpp"
 
-std::uint64_t fnv(const std::byte* p, std::size_t n) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-}  // namespace
+using nixl::test::fnv;
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -65,7 +56,7 @@ int main(int argc, char** argv) {
         std::size_t want = 0;
         in >> want;
         std::size_t got = 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         nixl::notif_map m;
         while (got < want && std::chrono::steady_clock::now() < until) {
           a.notifications(m);

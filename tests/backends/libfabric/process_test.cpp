@@ -23,85 +23,15 @@ using dram_list = nixl::xfer_list<nixl::dram_t>;
 
 namespace {
 
-std::uint64_t fnv(const std::byte* p, std::size_t n) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+using lf_test::fnv;
 
-// The peer helper on pipes; its metadata read at start.
-class peer_process {
- public:
-  explicit peer_process(std::vector<std::string> args) {
-    int in[2], out[2];
-    ::signal(SIGPIPE, SIG_IGN);
-    if (::pipe(in) != 0 || ::pipe(out) != 0) throw std::runtime_error("pipe");
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork");
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::close(in[0]);
-      ::close(in[1]);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv;
-      std::string exe = NIXL_LIBFABRIC_PEER_EXE;
-      argv.push_back(exe.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    to_ = ::fdopen(in[1], "w");
-    from_ = ::fdopen(out[0], "r");
-    char hdr[64] = {};
-    if (std::fgets(hdr, sizeof hdr, from_) == nullptr) throw std::runtime_error("peer: no MD");
-    std::size_t len = 0;
-    if (std::sscanf(hdr, "MD %zu", &len) != 1) throw std::runtime_error("peer: bad MD line");
-    md_.resize(len);
-    if (std::fread(md_.data(), 1, len, from_) != len) throw std::runtime_error("peer: short MD");
-  }
-  ~peer_process() {
-    if (to_) std::fclose(to_);
-    if (from_) std::fclose(from_);
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  const std::string& metadata() const { return md_; }
-  std::string ask(const std::string& line) {
-    std::fprintf(to_, "%s\n", line.c_str());
-    std::fflush(to_);
-    char buf[256] = {};
-    if (std::fgets(buf, sizeof buf, from_) == nullptr) return {};
-    std::string r(buf);
-    if (!r.empty() && r.back() == '\n') r.pop_back();
-    return r;
-  }
-  void kill() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  std::string md_;
+// The peer helper on pipes, killed when the test ends; its metadata read at start.
+struct peer_process : nixl::test::peer_process {
+  explicit peer_process(std::vector<std::string> args)
+      : nixl::test::peer_process(NIXL_LIBFABRIC_PEER_EXE, std::move(args), {nullptr, ""}) {}
 };
 
-template <class R>
-status wait(R& r, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  return lf_test::wait_done([&] { return r.status(); }, limit);
-}
+using nixl::test::wait;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "nixl_test/agent_waits.hpp"
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
 
@@ -24,27 +25,12 @@ nixl::reg_list<nixl::dram_t> reg_of(const buffer& b) {
   return {{{b.addr(), b.size(), 0}, ""}};
 }
 
-// `n` descriptors of `sz` bytes at `base`, in order or reversed.
 dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
-  dram_list l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back({base + (reversed ? n - 1 - i : i) * sz, sz, 0});
-  return l;
+  return nixl::test::block_list<dram_list>(base, n, sz, reversed);
 }
 
-template <class R>
-status wait(R& r) {
-  return ucx_test::wait_done([&] { return r.status(); });
-}
-
-// Waits until `a` has received `count` notifications from `from`.
-std::vector<std::string> wait_notifs(ucx_agent& a, const std::string& from, std::size_t count) {
-  nixl::notif_map m;
-  ucx_test::wait_done([&] {
-    a.notifications(m);
-    return m[from].size() < count ? status::in_progress : status::success;
-  });
-  return m[from];
-}
+using nixl::test::wait;
+using nixl::test::wait_notifs;
 
 // Posts and waits; true on success.
 template <class R>

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include "nixl_test/backend_link.hpp"
 #include "ucx_support.hpp"
 
 namespace ucx_test {
@@ -41,29 +42,11 @@ struct side {
 };
 
 /// A loaded peer with one remote region.
-struct peer_link {
-  nixl::ucx::backend& be;
-  nixl::ucx::backend::peer peer;
-  nixl::ucx::backend::remote_region rr;
-  peer_link(side& from, side& to, std::string to_name)
-      : be(from.be), peer(from.be.load_peer(to_name, bytes_of(to.be.connection_info()))) {
-    rr = from.be.unpack(peer, nixl::mem_kind::dram, {to.buf.addr(), to.buf.size(), 0},
-                        bytes_of(to.be.public_data(to.reg)));
-  }
-  ~peer_link() {
-    be.unload_region(rr);
-    be.unload_peer(peer);
-  }
+struct peer_link : nixl::test::peer_link<nixl::ucx::backend> {
+  peer_link(side& from, side& to, const std::string& to_name)
+      : nixl::test::peer_link<nixl::ucx::backend>(from, to, to_name) {}
 };
 
-template <class R>
-nixl::bound_desc<R> bd(std::uintptr_t a, std::size_t n, const R& r) {
-  nixl::bound_desc<R> d;
-  d.addr = a;
-  d.len = n;
-  d.dev = 0;
-  d.region = &r;
-  return d;
-}
+using nixl::test::bd;
 
 }  // namespace ucx_test

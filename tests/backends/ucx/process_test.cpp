@@ -36,10 +36,7 @@ dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, std::size_t
   return l;
 }
 
-template <class R>
-status wait(R& r, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-  return ucx_test::wait_done([&] { return r.status(); }, limit);
-}
+using nixl::test::wait;
 
 struct initiator {
   buffer buf{target_size};

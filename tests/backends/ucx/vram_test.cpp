@@ -66,10 +66,7 @@ nixl::xfer_dlist blocks(mem_kind k, std::uintptr_t base, std::size_t n, std::siz
   return l;
 }
 
-template <class R>
-status wait(R& r) {
-  return ucx_test::wait_done([&] { return r.status(); });
-}
+using nixl::test::wait;
 
 /// Waits until `a` holds a notification `msg` from `from`; nothing else polls meanwhile.
 bool wait_notif(ucx_agent& a, const std::string& from, const std::string& msg) {

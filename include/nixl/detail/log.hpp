@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <source_location>
 #include <string_view>
 #include <type_traits>
 
@@ -27,15 +26,26 @@ enum class level : int { error = 0, warn = 1, info = 2, debug = 3, trace = 4 };
 using sink_fn = void (*)(level, std::string_view) noexcept;
 
 namespace detail {
+/// Where a message was written (clang 14 has no std::source_location; both compilers have these
+/// builtins).
+struct where_t {
+  const char* file = "";
+  unsigned line = 0;
+  static constexpr where_t current(const char* f = __builtin_FILE(),
+                                   unsigned l = __builtin_LINE()) noexcept {
+    return {f, l};
+  }
+  const char* file_name() const noexcept { return file; }
+  unsigned line_no() const noexcept { return line; }
+};
 /// A format string and where it was written (the caller's file and line).
 template <class... Args>
 struct located {
   fmt::format_string<Args...> text;
-  std::source_location where;
+  where_t where;
   template <class S>
   requires std::is_convertible_v<const S&, std::string_view>
-  consteval located(const S& s, std::source_location w = std::source_location::current())
-      : text(s), where(w) {}
+  consteval located(const S& s, where_t w = where_t::current()) : text(s), where(w) {}
 };
 template <class... Args>
 using located_t = located<std::type_identity_t<Args>...>;
@@ -65,7 +75,7 @@ inline level& current() noexcept {
   return l;
 }
 /// The whole line, with one write(2) (a short write of a pipe is finished by the next).
-inline void to_stderr(level l, std::string_view msg, const std::source_location& w) {
+inline void to_stderr(level l, std::string_view msg, const where_t& w) {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   tm t{};
@@ -75,7 +85,7 @@ inline void to_stderr(level l, std::string_view msg, const std::source_location&
   std::string line = fmt::format("{}{:02}{:02} {:02}:{:02}:{:02}.{:06} {:>7} {}:{}] {}\n",
                                  "EWIII"[static_cast<int>(l)], t.tm_mon + 1, t.tm_mday, t.tm_hour,
                                  t.tm_min, t.tm_sec, ts.tv_nsec / 1000,
-                                 static_cast<long>(::syscall(SYS_gettid)), file, w.line(), msg);
+                                 static_cast<long>(::syscall(SYS_gettid)), file, w.line_no(), msg);
   for (std::string_view rest = line; !rest.empty();) {
     ssize_t n = ::write(2, rest.data(), rest.size());
     if (n < 0 && errno == EINTR) continue;
@@ -83,7 +93,7 @@ inline void to_stderr(level l, std::string_view msg, const std::source_location&
     rest.remove_prefix(static_cast<std::size_t>(n));
   }
 }
-inline void emit(level l, std::string_view msg, const std::source_location& w) noexcept {
+inline void emit(level l, std::string_view msg, const where_t& w) noexcept {
   if (sink_fn s = sink().load(std::memory_order_acquire)) {
     s(l, msg);
     return;

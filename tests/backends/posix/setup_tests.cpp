@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <nixl/agent.hpp>
 #include <nixl/backends/posix.hpp>
 
@@ -220,7 +222,8 @@ TEST_CASE("posix: threads share one backend", "[posix]") {
       regs.push_back(
           be.register_region(nixl::mem_kind::dram, {{dst.back()->addr(), count * len, 0}, ""}));
     }
-    std::vector<int> failures(nthreads, 0);
+    // Each thread's first failure: which round and direction, and the status (0: none).
+    std::vector<std::string> failures(nthreads);
     std::vector<std::thread> ts;
     for (int t = 0; t < nthreads; ++t)
       ts.emplace_back([&, t] {
@@ -240,14 +243,20 @@ TEST_CASE("posix: threads share one backend", "[posix]") {
             }
             backend::request req;
             be.prepare(req, dir == 0 ? nixl::xfer_op::write : nixl::xfer_op::read, l, r, peer);
-            if (wait(be, req, be.post(req, std::nullopt)) != nixl::status::success) ++failures[t];
+            const auto posted = be.post(req, std::nullopt);
+            const auto st = wait(be, req, posted);
+            if (st != nixl::status::success && failures[t].empty())
+              failures[t] =
+                  fmt::format("round {} {}: post {}, then {}", round, dir == 0 ? "write" : "read",
+                              nixl::to_string(posted), nixl::to_string(st));
             be.release(req);
           }
         }
       });
     for (auto& t : ts) t.join();
     for (int t = 0; t < nthreads; ++t) {
-      CHECK(failures[t] == 0);
+      INFO("thread " << t);
+      CHECK(failures[t] == "");
       CHECK(std::memcmp(src[t]->data(), dst[t]->data(), count * len) == 0);
     }
     be.deregister_region(fr);

@@ -95,7 +95,11 @@ void engine::on_error(const fi_cq_err_entry& e) noexcept {
       break;
     case ctx_kind::ctrl:
       give_send_buffer(c->index);
-      if (c->peer != nullptr && !stop_.load(std::memory_order_relaxed))
+      // tcp;ofi_rxm also cancels a control message (a ping, a hello) queued on a connection it
+      // replaces, with the peer alive (seen when both sides connect at once on a busy
+      // machine). A control message carries no data: whether the peer lives is what its
+      // heartbeat answers say (peer_timeout_ms), so only another error marks it failed here.
+      if (c->peer != nullptr && !stop_.load(std::memory_order_relaxed) && e.err != FI_ECANCELED)
         mark_failed(c->peer, fi_strerror(e.err));
       break;
     case ctx_kind::recv:

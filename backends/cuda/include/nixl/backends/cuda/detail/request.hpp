@@ -13,10 +13,6 @@
 
 namespace nixl::cuda::detail {
 
-/// Where a request stands. `running`: its copies are issued, `check` polls their events;
-/// `notifying`: they completed and the notification waits for room in the target's queue.
-enum class phase : std::uint8_t { idle, running, notifying, done, failed };
-
 /// Owns a CUDA event; waits for it before destroying it.
 class event_handle {
  public:

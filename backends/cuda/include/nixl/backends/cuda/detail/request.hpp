@@ -7,7 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <nixl/backends/cuda/check.hpp>
+#include <nixl/backends/cuda/detail/check.hpp>
 #include <nixl/backends/cuda/detail/copy.hpp>
 #include <nixl/backends/cuda/detail/runtime.hpp>
 

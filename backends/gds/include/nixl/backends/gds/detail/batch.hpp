@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <nixl/backends/gds/cufile.hpp>
+#include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/backends/gds/detail/common.hpp>
 #include <nixl/detail/completion.hpp>
 

@@ -30,11 +30,6 @@ set(allowed
     # Pending, each for its backend's owner: the backend's detail/ uses the backend's own
     # vocabulary (its checked-call wrapper, its config, the cuFile declarations) from the folder
     # above; move each into detail/ and leave the public name forwarding, then drop its line.
-    "backends/cuda/include/nixl/backends/cuda/detail/request.hpp|backends/cuda/include/nixl/backends/cuda/check.hpp"
-    "backends/cuda/include/nixl/backends/cuda/detail/runtime.hpp|backends/cuda/include/nixl/backends/cuda/check.hpp"
-    "backends/cuda/include/nixl/backends/cuda/detail/state.hpp|backends/cuda/include/nixl/backends/cuda/config.hpp"
-    "backends/gds/include/nixl/backends/gds/detail/batch.hpp|backends/gds/include/nixl/backends/gds/cufile.hpp"
-    "backends/gds/include/nixl/backends/gds/detail/common.hpp|backends/gds/include/nixl/backends/gds/cufile.hpp"
     "backends/libfabric/include/nixl/backends/libfabric/detail/engine.hpp|backends/libfabric/include/nixl/backends/libfabric/check.hpp"
     "backends/libfabric/include/nixl/backends/libfabric/detail/engine.hpp|backends/libfabric/include/nixl/backends/libfabric/config.hpp"
     "backends/ucx/include/nixl/backends/ucx/detail/engine.hpp|backends/ucx/include/nixl/backends/ucx/config.hpp"

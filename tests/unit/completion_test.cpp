@@ -85,3 +85,28 @@ TEST_CASE("slot_pool: records are reused and keep their addresses", "[completion
   pool.for_each([&](const slot&) { ++seen; });
   CHECK(seen == 102);
 }
+
+TEST_CASE("completion: end from any phase, and copies", "[completion]") {
+  completion c;
+  CHECK(c.end(status::backend) == status::backend);  // idle -> done, no start needed
+  CHECK(c.ended());
+  CHECK(c.result() == status::backend);
+  c.start();
+  CHECK(c.end(status::success) == status::success);
+  CHECK(c.result() == status::success);
+  completion copy(c);
+  CHECK(copy.result() == status::success);
+  c.reset();
+  copy = c;
+  CHECK(copy.state() == phase::idle);
+}
+
+TEST_CASE("slot_pool: try_acquire never makes a record", "[completion]") {
+  slot_pool<completion> pool;
+  CHECK(pool.try_acquire() == nullptr);
+  completion* a = pool.acquire();
+  CHECK(pool.try_acquire() == nullptr);
+  pool.release(a);
+  CHECK(pool.try_acquire() == a);
+  CHECK(pool.size() == 1);
+}

@@ -1,11 +1,9 @@
 // What NIXL_CUDA_CHECK and NIXL_CUDA_WARN call: error descriptions, throwing and logging.
 
-#include <cstring>
-#include <iterator>
-
 #include <fmt/format.h>
 
 #include <nixl/backends/cuda/check.hpp>
+#include <nixl/detail/call_site.hpp>
 #include <nixl/log.hpp>
 
 namespace nixl::cuda::detail {
@@ -38,25 +36,17 @@ std::string describe(cudaError_t e) {
   return s;
 }
 
-namespace {
-const char* base_name(const char* file) noexcept {
-  const char* slash = std::strrchr(file, '/');
-  return slash != nullptr ? slash + 1 : file;
-}
-}  // namespace
-
 void throw_cuda(cudaError_t e, const char* call, const char* file, int line,
                 std::string_view hint) {
   (void)cudaGetLastError();  // clears the slot for errors that are not sticky
-  std::string msg = fmt::format("{}: {} [{}:{}]", call, describe(e), base_name(file), line);
-  if (!hint.empty()) fmt::format_to(std::back_inserter(msg), "; {}", hint);
-  throw nixl::error(status::backend, msg);
+  throw nixl::error(status::backend,
+                    nixl::detail::call_failure(call, describe(e), file, line, hint));
 }
 
 void report_cuda(cudaError_t e, const char* call, const char* file, int line) noexcept {
   (void)cudaGetLastError();
   try {
-    nixl::log::error("CUDA: {}: {} [{}:{}]", call, describe(e), base_name(file), line);
+    nixl::log::error("CUDA: {}", nixl::detail::call_failure(call, describe(e), file, line));
   } catch (...) {
   }
 }

@@ -199,12 +199,11 @@ void backend::prepare(request& req, xfer_op op, std::span<const nixl::bound_desc
 
 nixl::status backend::query_failed(request& req, cudaError_t e) noexcept {
   detail::report_cuda(e, "cudaEventQuery", __FILE__, __LINE__);
-  req.phase = detail::phase::failed;
-  return status::backend;
+  return req.state.end(status::backend);
 }
 
 nixl::status backend::notify_failed(request& req, int err) noexcept {
-  req.phase = detail::phase::failed;
+  (void)req.state.end(status::backend);  // later checks answer `backend`
   try {
     nixl::log::error("CUDA backend: notification to '{}' failed: {}", req.target->agent,
                      std::strerror(err));

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <nixl/log.hpp>
 
@@ -15,46 +17,51 @@ namespace detail {
 
 batch_pool::batch_pool(const cufile::library& lib, unsigned size, unsigned limit)
     : lib_(&lib), size_(size), limit_(limit) {
-  slots_.reserve(size);
-  free_.reserve(size);
+  std::vector<batch_slot*> made;
+  made.reserve(size);
+  std::size_t ready = 0;  // handles set up
   try {
     for (unsigned i = 0; i < size; ++i) {
-      auto s = std::make_unique<batch_slot>();
-      s->params.resize(limit);
-      s->events.resize(limit);
-      s->seen.resize(limit);
+      batch_slot* s = slots_.acquire([limit] {
+        auto s = std::make_unique<batch_slot>();
+        s->params.resize(limit);
+        s->events.resize(limit);
+        s->seen.resize(limit);
+        return s;
+      });
+      made.push_back(s);
       NIXL_CUFILE_CHECK_HINT(
           lib.cuFileBatchIOSetUp(&s->handle, limit),
           fmt::format("GDS: setting up batch handle {} of batch_pool_size {} with batch_limit "
                       "{}; lower batch_pool_size or batch_limit (cufile.json limits them with "
                       "io_batchsize)",
                       i, size, limit));
-      free_.push_back(s.get());
-      slots_.push_back(std::move(s));
+      ++ready;
     }
   } catch (...) {
-    for (auto& s : slots_) lib.cuFileBatchIODestroy(s->handle);
+    for (std::size_t i = 0; i < ready; ++i) lib.cuFileBatchIODestroy(made[i]->handle);
     throw;
   }
+  for (batch_slot* s : made) slots_.release(s);
 }
 
 batch_pool::~batch_pool() {
-  for (auto& s : slots_)
-    if (s->handle != nullptr) lib_->cuFileBatchIODestroy(s->handle);
+  slots_.for_each([this](const batch_slot& s) {
+    if (s.handle != nullptr) lib_->cuFileBatchIODestroy(s.handle);
+  });
 }
 
 void batch_pool::take(std::size_t n, std::vector<batch_slot*>& out) noexcept {
-  std::lock_guard g(mu_);
-  while (n-- > 0 && !free_.empty() && out.size() < out.capacity()) {
-    out.push_back(free_.back());
-    free_.pop_back();
+  while (n-- > 0 && out.size() < out.capacity()) {
+    batch_slot* s = slots_.try_acquire();
+    if (s == nullptr) break;
+    out.push_back(s);
   }
 }
 
 void batch_pool::give(batch_slot* s) noexcept {
   s->submitted = s->finished = 0;
-  std::lock_guard g(mu_);
-  free_.push_back(s);  // capacity is the pool's size: never allocates
+  slots_.release(s);  // the pool's free list has room for every record: never allocates
 }
 
 void batch_pool::renew(batch_slot* s) noexcept {
@@ -76,14 +83,7 @@ void batch_pool::lose(batch_slot*) noexcept {
   }
 }
 
-std::size_t batch_pool::free_count() const noexcept {
-  std::lock_guard g(mu_);
-  return free_.size();
-}
-
 }  // namespace detail
-
-using detail::phase;
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
     : file_backend("GDS", resolve_compat(cfg.compat_mode), ctx.agent_name, cfg.cufile_path),
@@ -127,7 +127,7 @@ backend& backend::operator=(backend&&) noexcept = default;
 
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
-  if (req.phase == phase::running || !req.slots.empty())
+  if (req.state.busy() || !req.slots.empty())
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
@@ -148,7 +148,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   req.slots.clear();
   req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
   req.next = req.done = 0;
-  req.phase = phase::idle;
+  req.state.reset();
 }
 
 bool backend::submit(request& req, detail::batch_slot& s) noexcept {
@@ -211,19 +211,13 @@ bool backend::move_sync(const request& req) noexcept {
 
 nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
-  if (req.phase == phase::running || !req.slots.empty()) return nixl::status::repost_active;
+  if (req.state.busy() || !req.slots.empty()) return nixl::status::repost_active;
   req.next = req.done = 0;
-  if (req.plan.chunks.empty()) {
-    if (!move_sync(req)) {
-      req.phase = phase::failed;
-      return nixl::status::backend;
-    }
-    req.phase = phase::done;
-    return nixl::status::success;
-  }
+  if (req.plan.chunks.empty())
+    return req.state.end(move_sync(req) ? nixl::status::success : nixl::status::backend);
   pool_->take(slots_wanted(req.plan.chunks.size()), req.slots);
   if (req.slots.empty()) {
-    req.phase = phase::idle;
+    req.state.reset();
     try {
       log::error(
           "GDS: batch pool exhausted: all {} batch handles are held by requests in flight; "
@@ -233,7 +227,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     }
     return nixl::status::backend;
   }
-  req.phase = phase::running;
+  req.state.start();
   for (auto* s : req.slots) {
     if (req.next >= req.plan.chunks.size()) break;
     if (!submit(req, *s)) return fail(req);
@@ -243,17 +237,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
 }
 
 nixl::status backend::check(request& req) noexcept {
-  switch (req.phase) {
-    case phase::idle:
-      return nixl::status::not_posted;
-    case phase::done:
-      return nixl::status::success;
-    case phase::failed:
-      return nixl::status::backend;
-    case phase::running:
-      break;
-  }
-  return poll(req);
+  return req.state.busy() ? poll(req) : req.state.result();
 }
 
 nixl::status backend::poll(request& req) noexcept {
@@ -304,10 +288,8 @@ nixl::status backend::poll(request& req) noexcept {
     req.slots[k] = req.slots.back();
     req.slots.pop_back();
   }
-  if (req.slots.empty() && req.done == req.plan.chunks.size()) {
-    req.phase = phase::done;
-    return nixl::status::success;
-  }
+  if (req.slots.empty() && req.done == req.plan.chunks.size())
+    return req.state.end(nixl::status::success);
   return nixl::status::in_progress;
 }
 
@@ -372,13 +354,12 @@ bool backend::drain(request& req) noexcept {
 
 nixl::status backend::fail(request& req) noexcept {
   drain(req);
-  req.phase = phase::failed;
-  return nixl::status::backend;
+  return req.state.end(nixl::status::backend);
 }
 
 nixl::status backend::release(request& req) noexcept {
   if (!req.slots.empty() && !drain(req)) return nixl::status::repost_active;
-  req.phase = phase::idle;
+  req.state.reset();
   return nixl::status::success;
 }
 

@@ -3,6 +3,7 @@
 
 #include <nixl/backends/gds/check.hpp>
 #include <nixl/backends/gds/cufile.hpp>
+#include <nixl/detail/call_site.hpp>
 
 #include <dlfcn.h>
 
@@ -196,24 +197,15 @@ driver::~driver() {
 }  // namespace nixl::gds::cufile
 
 namespace nixl::gds::detail {
-namespace {
-std::string_view base_name(const char* file) noexcept {
-  std::string_view f(file);
-  const auto slash = f.rfind('/');
-  return slash == std::string_view::npos ? f : f.substr(slash + 1);
-}
-}  // namespace
 
 void throw_cufile(cufile::CUfileError_t e, const char* call, const char* file, int line,
                   std::string_view hint, status s) {
-  std::string msg = fmt::format("{}: {} [{}:{}]", call, cufile::describe(e), base_name(file), line);
-  if (!hint.empty()) fmt::format_to(std::back_inserter(msg), "; {}", hint);
-  throw nixl::error(s, msg);
+  throw nixl::error(s, nixl::detail::call_failure(call, cufile::describe(e), file, line, hint));
 }
 
 void report_cufile(cufile::CUfileError_t e, const char* call, const char* file, int line) noexcept {
   try {
-    log::error("GDS: {}: {} [{}:{}]", call, cufile::describe(e), base_name(file), line);
+    log::error("GDS: {}", nixl::detail::call_failure(call, cufile::describe(e), file, line));
   } catch (...) {
   }
 }

@@ -7,16 +7,16 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <nixl/detail/call_site.hpp>
 #include <nixl/log.hpp>
 
 namespace nixl::obj::detail {
 namespace {
 
 std::string describe(int code, const char* call, const char* file, int line) {
-  std::string_view f(file);
-  if (auto s = f.rfind('/'); s != std::string_view::npos) f.remove_prefix(s + 1);
-  return fmt::format("{}: {} ({}) [{}:{}]", call, curl_multi_strerror(static_cast<CURLMcode>(code)),
-                     code, f, line);
+  return nixl::detail::call_failure(
+      call, fmt::format("{} ({})", curl_multi_strerror(static_cast<CURLMcode>(code)), code), file,
+      line);
 }
 
 }  // namespace

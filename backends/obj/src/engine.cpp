@@ -107,11 +107,10 @@ class engine {
   const http_config& cfg() const noexcept { return cfg_; }
 
   status post(xfer& x) noexcept {
-    phase p = x.ph.load(std::memory_order_acquire);
-    if (p == phase::running) return status::repost_active;
+    if (x.state.busy()) return status::repost_active;
     {
       std::lock_guard l(mu_);
-      x.ph.store(phase::running, std::memory_order_release);
+      x.state.start();
       x.next_submit = submit_;
       submit_ = &x;
     }
@@ -121,7 +120,7 @@ class engine {
 
   void cancel_and_wait(xfer& x) noexcept {
     std::unique_lock l(mu_);
-    if (x.ph.load(std::memory_order_acquire) != phase::running) return;
+    if (!x.state.busy()) return;
     if (!x.cancel_queued) {
       x.cancel_queued = true;
       x.next_cancel = cancel_;
@@ -130,7 +129,7 @@ class engine {
     l.unlock();
     curl_multi_wakeup(multi_);
     l.lock();
-    cv_.wait(l, [&] { return x.ph.load(std::memory_order_acquire) != phase::running; });
+    cv_.wait(l, [&] { return !x.state.busy(); });
   }
 
   /// Posts and waits for the end, bounded: the deadline of every operation and its stages.
@@ -139,8 +138,7 @@ class engine {
       raise(status::repost_active, "{}: request already in flight", d_->name());
     const auto limit = cfg_.request_timeout * 4 + std::chrono::seconds(5);
     std::unique_lock l(mu_);
-    if (!cv_.wait_for(l, limit,
-                      [&] { return x.ph.load(std::memory_order_acquire) != phase::running; })) {
+    if (!cv_.wait_for(l, limit, [&] { return !x.state.busy(); })) {
       l.unlock();
       cancel_and_wait(x);
       raise(status::backend, "{}: no answer within {} ms", d_->name(), limit.count());
@@ -165,7 +163,7 @@ class engine {
             started.erase(it);
             x->result = status::canceled;
             x->error = "canceled before it started";
-            x->ph.store(phase::canceled, std::memory_order_release);
+            (void)x->state.finish(status::canceled);
             ended_here = true;
           } else {
             canceled.push_back(x);
@@ -175,9 +173,7 @@ class engine {
       }
       if (ended_here) cv_.notify_all();
       // Aborts of failed uploads that have ended.
-      std::erase_if(orphans_, [](const std::unique_ptr<xfer>& o) {
-        return o->ph.load(std::memory_order_relaxed) != phase::running;
-      });
+      std::erase_if(orphans_, [](const std::unique_ptr<xfer>& o) { return !o->state.busy(); });
       // Submissions came in last-first; start them in order.
       for (auto it = started.rbegin(); it != started.rend(); ++it) start(**it);
       started.clear();
@@ -277,17 +273,18 @@ class engine {
 
   /// Ends the request when nothing of it is left.
   void settle(xfer& x) noexcept {
-    if (x.ph.load(std::memory_order_relaxed) != phase::running) return;
+    if (!x.state.busy()) return;
     if (x.failing) {
-      if (x.ops_active == 0)
-        finish_xfer(x, x.result == status::canceled ? phase::canceled : phase::failed);
+      if (x.ops_active == 0) finish_xfer(x, x.result);
     } else if (x.jobs_left == 0 && x.ops_active == 0) {
-      finish_xfer(x, phase::done);
+      finish_xfer(x, status::success);
     }
   }
 
-  void finish_xfer(xfer& x, phase p) noexcept {
-    if (p == phase::failed && !x.jobs.empty() && x.jobs[0].kind == job_kind::abort_upload)
+  /// Ends the request with `s`.
+  void finish_xfer(xfer& x, status s) noexcept {
+    if (s != status::success && s != status::canceled && !x.jobs.empty() &&
+        x.jobs[0].kind == job_kind::abort_upload)
       log::warn("{}: could not abort a failed multipart upload: {}", d_->name(), x.error);
     {
       std::lock_guard l(mu_);
@@ -299,7 +296,7 @@ class engine {
           }
         x.cancel_queued = false;
       }
-      x.ph.store(p, std::memory_order_release);
+      (void)x.state.finish(s);  // never detached: the owner waits for the end
     }
     cv_.notify_all();
   }
@@ -347,7 +344,7 @@ class engine {
         a.kind = job_kind::abort_upload;
         a.key = j.key;
         a.upload_id = j.upload_id;
-        o->ph.store(phase::running, std::memory_order_relaxed);
+        o->state.start();
         orphans_.push_back(std::move(o));
         start(*orphans_.back());
       } catch (...) {  // out of memory: the parts stay until the bucket's lifecycle rule
@@ -757,18 +754,8 @@ status post(store& s, xfer& x) noexcept {
 }
 
 status check(store& s, xfer& x) noexcept {
-  switch (x.ph.load(std::memory_order_acquire)) {
-    case phase::idle:
-      return status::not_posted;
-    case phase::running:
-      return status::in_progress;
-    case phase::done:
-      return status::success;
-    case phase::canceled:
-      return status::canceled;
-    case phase::failed:
-      break;
-  }
+  const status r = x.state.result();
+  if (!x.state.ended() || r == status::success || r == status::canceled) return r;
   if (!x.reported) {
     x.reported = true;
     try {
@@ -777,7 +764,7 @@ status check(store& s, xfer& x) noexcept {
     }
   }
   (void)s;
-  return x.result;
+  return r;
 }
 
 status release(store& s, xfer& x) noexcept {
@@ -786,9 +773,8 @@ status release(store& s, xfer& x) noexcept {
 }
 
 std::string_view error_text(const xfer& x) noexcept {
-  const phase p = x.ph.load(std::memory_order_acquire);
-  return p == phase::failed || p == phase::canceled ? std::string_view(x.error)
-                                                    : std::string_view{};
+  return x.state.ended() && x.state.result() != status::success ? std::string_view(x.error)
+                                                                : std::string_view{};
 }
 
 std::vector<std::optional<nixl::params>> query(store& s, std::span<const nixl::reg_desc> descs) {
@@ -801,7 +787,7 @@ std::vector<std::optional<nixl::params>> query(store& s, std::span<const nixl::r
     x.jobs[i].key = descs[i].meta.empty() ? std::to_string(descs[i].dev) : descs[i].meta;
   }
   s.eng.run_sync(x);
-  if (x.ph.load() != phase::done)
+  if (x.state.result() != status::success)
     raise(x.result == status::success ? status::backend : x.result, "query_memory: {}", x.error);
   std::vector<std::optional<nixl::params>> out;
   out.reserve(descs.size());
@@ -821,7 +807,7 @@ void create_bucket(store& s) {
   x.jobs[0].owner = &x;
   x.jobs[0].kind = job_kind::make_bucket;
   s.eng.run_sync(x);
-  if (x.ph.load() != phase::done)
+  if (x.state.result() != status::success)
     raise(x.result == status::success ? status::backend : x.result, "create_bucket: {}", x.error);
 }
 

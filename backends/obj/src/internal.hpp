@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +16,7 @@
 
 #include <nixl/backends/obj/config.hpp>
 #include <nixl/backends/obj/detail/store.hpp>
+#include <nixl/detail/completion.hpp>
 
 struct curl_slist;
 
@@ -89,13 +89,14 @@ struct job {
   nixl::params info;   // head
 };
 
-enum class phase : int { idle, running, done, failed, canceled };
-
+/// One request: busy from its post until the engine's thread ends it, done with `success`,
+/// `canceled` or the failure's status.
 struct xfer {
   engine* eng = nullptr;
   std::vector<job> jobs;
-  std::atomic<phase> ph{phase::idle};
-  // Written by the engine's thread while running; read by others once `ph` says it ended.
+  nixl::detail::completion state;
+  // Written by the engine's thread while busy (the status it ends with, and why); read by
+  // others once `state` says it ended.
   status result = status::success;
   std::string error;
   // Engine thread only.

@@ -13,12 +13,6 @@
 namespace nixl::obj::detail::shared_key {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 std::string trim(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
   while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
@@ -74,17 +68,9 @@ std::string string_to_sign(const request& r) {
   for (const auto& [k, v] : ms_headers) s.append(k).append(":").append(v).push_back('\n');
   s.append("/").append(r.account).append(r.resource_path);  // the path stays encoded
   std::map<std::string, std::vector<std::string>> params;
-  std::string_view q = r.query;
-  while (!q.empty()) {
-    const auto amp = q.find('&');
-    std::string_view item = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view{} : q.substr(amp + 1);
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    std::string name = lower(decode(item.substr(0, eq)));
-    std::string value = eq == std::string_view::npos ? std::string{} : decode(item.substr(eq + 1));
-    params[name].push_back(std::move(value));
-  }
+  for_each_query_item(r.query, [&](std::string_view name, std::string_view value) {
+    params[lower(decode(name))].push_back(decode(value));
+  });
   for (auto& [k, vs] : params) {
     std::sort(vs.begin(), vs.end());
     s.append("\n").append(k).append(":");

@@ -11,12 +11,6 @@
 namespace nixl::obj::detail::sigv4 {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 /// Trims both ends and collapses inner runs of spaces and tabs into one space.
 std::string trim_all(std::string_view v) {
   std::string out;
@@ -42,17 +36,8 @@ std::span<const unsigned char> bytes_of(std::string_view s) {
 
 std::string canonical_query(std::string_view query) {
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string_view::npos)
-      pairs.emplace_back(item, std::string_view{});
-    else
-      pairs.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-  }
+  for_each_query_item(query,
+                      [&](std::string_view k, std::string_view v) { pairs.emplace_back(k, v); });
   std::sort(pairs.begin(), pairs.end());
   std::string out;
   for (const auto& [k, v] : pairs) {

@@ -17,11 +17,11 @@ engine_of<K>& engine_of<K>::operator=(engine_of&&) noexcept = default;
 template <engine_kind K>
 engine_of<K>::~engine_of() = default;
 template <engine_kind K>
-batch_phase engine_of<K>::submit(io_batch& b) noexcept {
+nixl::status engine_of<K>::submit(io_batch& b) noexcept {
   return s_->submit(b);
 }
 template <engine_kind K>
-batch_phase engine_of<K>::poll(io_batch& b) noexcept {
+nixl::status engine_of<K>::poll(io_batch& b) noexcept {
   return s_->poll(b);
 }
 template <engine_kind K>

@@ -75,44 +75,39 @@ struct engine_of<engine_kind::posix>::state {
 
   unsigned depth() const noexcept { return threads_ == 0 ? 1 : threads_; }
 
-  batch_phase submit(io_batch& b) noexcept {
+  nixl::status submit(io_batch& b) noexcept {
     if (threads_ == 0) return run_inline(b);
-    if (b.ops.empty()) {
-      b.phase.store(batch_phase::done, std::memory_order_release);
-      return batch_phase::done;
-    }
+    if (b.ops.empty()) return b.state.end(nixl::status::success);
     {
       std::lock_guard lk(mu_);
-      b.phase.store(batch_phase::running, std::memory_order_relaxed);
+      b.state.start();
       queue_.push(b);
     }
     work_cv_.notify_all();
-    return batch_phase::running;
+    return nixl::status::in_progress;
   }
 
-  batch_phase poll(io_batch& b) noexcept { return b.phase.load(std::memory_order_acquire); }
+  nixl::status poll(io_batch& b) noexcept { return b.state.result(); }
 
   void cancel(io_batch& b) noexcept {
     std::unique_lock lk(mu_);
-    if (b.phase.load(std::memory_order_acquire) == batch_phase::running) {
+    if (b.state.busy()) {
       fail(queue_, b, ECANCELED, 0);
       idle_cv_.wait(lk, [&] { return b.inflight == 0; });
     }
-    b.phase.store(batch_phase::idle, std::memory_order_release);
+    b.state.reset();
   }
 
-  batch_phase run_inline(io_batch& b) noexcept {
+  nixl::status run_inline(io_batch& b) noexcept {
     for (std::size_t i = 0; i < b.ops.size(); ++i) {
       if (int e = run_sync(b.ops[i], b.write); e != 0) {
         b.err = e;
         b.err_op = i;
-        b.phase.store(batch_phase::failed, std::memory_order_release);
-        return batch_phase::failed;
+        return b.state.end(nixl::status::backend);
       }
     }
     b.completed = b.ops.size();
-    b.phase.store(batch_phase::done, std::memory_order_release);
-    return batch_phase::done;
+    return b.state.end(nixl::status::success);
   }
 
   void work() noexcept {
@@ -171,8 +166,8 @@ bool engine_built(engine_kind k) noexcept {
 /// An engine whose library this build lacks: its constructor says so; nothing else is reached.
 struct missing_engine {
   missing_engine(const char* why) { throw nixl::error(status::not_supported, why); }
-  batch_phase submit(io_batch&) noexcept { return batch_phase::failed; }
-  batch_phase poll(io_batch&) noexcept { return batch_phase::failed; }
+  nixl::status submit(io_batch&) noexcept { return nixl::status::backend; }
+  nixl::status poll(io_batch&) noexcept { return nixl::status::backend; }
   void cancel(io_batch&) noexcept {}
   unsigned depth() const noexcept { return 0; }
 };

@@ -106,7 +106,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     raise(status::invalid_param,
           "POSIX prepare: {} local and {} remote descriptors; give both the same count",
           local.size(), remote.size());
-  if (req.batch.phase.load(std::memory_order_acquire) == detail::batch_phase::running)
+  if (req.batch.state.busy())
     raise(status::repost_active, "POSIX prepare: the request is still in flight; release it first");
 
   std::vector<detail::io_op> ops;
@@ -155,7 +155,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   }
   req.batch.ops = std::move(ops);
   req.batch.write = write.value_or(false);
-  req.batch.phase.store(detail::batch_phase::idle, std::memory_order_relaxed);
+  req.batch.state.reset();
   req.reported = false;
 }
 

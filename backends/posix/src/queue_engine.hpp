@@ -52,12 +52,12 @@ class batch_queue {
 };
 
 /// Ends the batch when nothing of it is in flight any more. Must be the last touch of `b`: once
-/// the phase is terminal its owner may reuse or destroy it.
+/// the batch has ended its owner may reuse or destroy it.
 inline void settle(io_batch& b) noexcept {
   if (b.err != 0) {
-    if (b.inflight == 0) b.phase.store(batch_phase::failed, std::memory_order_release);
+    if (b.inflight == 0) (void)b.state.finish(nixl::status::backend);
   } else if (b.completed == b.ops.size()) {
-    b.phase.store(batch_phase::done, std::memory_order_release);
+    (void)b.state.finish(nixl::status::success);
   }
 }
 
@@ -80,33 +80,29 @@ class queue_engine {
  public:
   explicit queue_engine(unsigned depth) : depth_(depth) {}
 
-  batch_phase submit(io_batch& b) noexcept {
-    if (b.ops.empty()) {
-      b.phase.store(batch_phase::done, std::memory_order_release);
-      return batch_phase::done;
-    }
+  nixl::status submit(io_batch& b) noexcept {
+    if (b.ops.empty()) return b.state.end(nixl::status::success);
     std::lock_guard lk(mu_);
-    b.phase.store(batch_phase::running, std::memory_order_relaxed);
+    b.state.start();
     queue_.push(b);
     progress_locked(false);
-    return b.phase.load(std::memory_order_acquire);
+    return b.state.result();
   }
 
-  batch_phase poll(io_batch& b) noexcept {
-    auto p = b.phase.load(std::memory_order_acquire);
-    if (p != batch_phase::running) return p;
+  nixl::status poll(io_batch& b) noexcept {
+    if (!b.state.busy()) return b.state.result();
     std::lock_guard lk(mu_);
     progress_locked(false);
-    return b.phase.load(std::memory_order_acquire);
+    return b.state.result();
   }
 
   void cancel(io_batch& b) noexcept {
     std::lock_guard lk(mu_);
-    if (b.phase.load(std::memory_order_acquire) == batch_phase::running) {
+    if (b.state.busy()) {
       fail(queue_, b, ECANCELED, 0);
       while (b.inflight != 0) progress_locked(true);
     }
-    b.phase.store(batch_phase::idle, std::memory_order_release);
+    b.state.reset();
   }
 
   unsigned depth() const noexcept { return depth_; }

@@ -11,6 +11,9 @@
 ///                      |
 ///                      +--detach--> orphan --finish(s): false (the finisher reclaims it)
 ///
+/// `end(s)` sets done with `s` from any phase, for a request that its owner alone drives (one
+/// that ends inside the owner's call, or before anything else holds it).
+///
 /// `orphan` is a request released while its transport still holds operations of it: the last
 /// completion hands the record back to its pool, and no notification goes out.
 
@@ -35,6 +38,17 @@ enum class phase : std::uint8_t {
 /// Phase and result of one request. Any thread may finish it; its owner reads it lock-free.
 class completion {
  public:
+  completion() noexcept = default;
+  /// A copy of the phase and result, for a record that only its owner touches at the time (a
+  /// request moved while nothing of it is in flight).
+  completion(const completion& o) noexcept
+      : phase_(o.state()), result_(o.result_.load(std::memory_order_relaxed)) {}
+  completion& operator=(const completion& o) noexcept {
+    result_.store(o.result_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    phase_.store(o.state(), std::memory_order_release);
+    return *this;
+  }
+
   /// idle or done -> busy (a post).
   void start() noexcept {
     result_.store(static_cast<int>(status::success), std::memory_order_relaxed);
@@ -54,6 +68,14 @@ class completion {
   [[nodiscard]] bool detach() noexcept {
     phase expected = phase::busy;
     return phase_.compare_exchange_strong(expected, phase::orphan, std::memory_order_acq_rel);
+  }
+
+  /// Any phase -> done with `s`, which it returns: for a record that nothing else may finish or
+  /// detach at the same time (a request that ends inside its owner's call).
+  status end(status s) noexcept {
+    result_.store(static_cast<int>(s), std::memory_order_relaxed);
+    phase_.store(phase::done, std::memory_order_release);
+    return s;
   }
 
   /// Back to idle (after release, or before the record is reused).
@@ -104,6 +126,14 @@ class slot_pool {
   }
   Slot* acquire() {
     return acquire([] { return std::make_unique<Slot>(); });
+  }
+  /// A free record, or nullptr when none is: never makes one (a pool of fixed size).
+  Slot* try_acquire() noexcept {
+    std::lock_guard lk(mu_);
+    if (free_.empty()) return nullptr;
+    Slot* s = free_.back();
+    free_.pop_back();
+    return s;
   }
 
   /// Hands `s` back for reuse.

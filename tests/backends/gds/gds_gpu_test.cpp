@@ -23,6 +23,7 @@
 
 #include "gds_support.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/gpu.hpp"
 
 using namespace gds_test;
 using gds_b = nixl::gds::backend;
@@ -30,17 +31,7 @@ using mt_b = nixl::gds_mt::backend;
 
 namespace {
 
-/// Why the GPU cases cannot run here, or nullopt.
-std::optional<std::string> no_gpu() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no GPU: cudaGetDeviceCount: ") + cudaGetErrorString(e);
-  }
-  if (n == 0) return std::string("no GPU in this process");
-  return std::nullopt;
-}
+using nixl::test::no_gpu;
 
 /// The backend over the real libcufile, or the reason it cannot start ("libcufile not found").
 template <class B>

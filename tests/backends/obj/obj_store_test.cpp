@@ -158,11 +158,7 @@ NIXL_STORE_TEST_CASE("1 B, 4 KiB and 64 MiB round trips; overwrite; query_memory
   std::vector<std::byte> back(100);
   r.memory(small);
   r.memory(back);
-  auto w = r.request(nixl::xfer_op::write, small, {{0, devs[1], 0, small.size()}});
-  REQUIRE(run(w) == nixl::status::success);
-  auto rd = r.request(nixl::xfer_op::read, back, {{0, devs[1], 0, back.size()}});
-  REQUIRE(run(rd) == nixl::status::success);
-  CHECK(std::memcmp(small.data(), back.data(), 100) == 0);
+  r.round_trip(small, back, devs[1]);
   info = r.query(q);
   REQUIRE(info[1].has_value());
   CHECK(info[1]->at("size") == "100");
@@ -349,11 +345,7 @@ NIXL_STORE_TEST_CASE(
   // the container it had not saved when killed: made again; s3rver starts with its bucket.)
   REQUIRE(srv.restart());
   Store::prepare(r.be());
-  auto w2 = r.request(nixl::xfer_op::write, src, {{0, devs[1], 0, src.size()}});
-  REQUIRE(run(w2) == nixl::status::success);
-  auto rd = r.request(nixl::xfer_op::read, dst, {{0, devs[1], 0, dst.size()}});
-  REQUIRE(run(rd) == nixl::status::success);
-  CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+  r.round_trip(src, dst, devs[1]);
 }
 
 NIXL_STORE_TEST_CASE("release cancels a request in flight", release_in_flight) {
@@ -462,9 +454,5 @@ TEST_CASE("azure: a connection string, as Azure's tools give it; a key that is n
   std::vector<std::byte> dst(5000);
   r.memory(src);
   r.memory(dst);
-  auto w = r.request(nixl::xfer_op::write, src, {{0, devs[0], 0, src.size()}});
-  REQUIRE(run(w) == nixl::status::success);
-  auto rd = r.request(nixl::xfer_op::read, dst, {{0, devs[0], 0, dst.size()}});
-  REQUIRE(run(rd) == nixl::status::success);
-  CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+  r.round_trip(src, dst, devs[0]);
 }

@@ -163,6 +163,16 @@ struct agent_rig {
     o.skip_merge = true;
     return ag.create_request(op, mem, obj, ag.name(), o);
   }
+  /// Writes all of `src` to object `dev`, then reads it back into `dst` (as long): both succeed
+  /// and the bytes agree.
+  void round_trip(const std::vector<std::byte>& src, std::vector<std::byte>& dst,
+                  std::uint64_t dev) {
+    auto w = request(nixl::xfer_op::write, src, {{0, dev, 0, src.size()}});
+    REQUIRE(run(w) == nixl::status::success);
+    auto rd = request(nixl::xfer_op::read, dst, {{0, dev, 0, dst.size()}});
+    REQUIRE(run(rd) == nixl::status::success);
+    CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+  }
   template <class Req>
   std::string message(const Req& r) {
     return std::string(r.engine().error_message(r.backend_state()));

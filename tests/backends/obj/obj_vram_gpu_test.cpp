@@ -18,22 +18,14 @@
 #include <nixl/backends/azure_blob.hpp>
 #include <nixl/backends/obj.hpp>
 
+#include "nixl_test/gpu.hpp"
 #include "obj_vram_support.hpp"
 
 using namespace obj_test;
 
 namespace {
 
-std::optional<std::string> no_gpu() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no GPU: cudaGetDeviceCount: ") + cudaGetErrorString(e);
-  }
-  if (n == 0) return std::string("no GPU in this process");
-  return std::nullopt;
-}
+using nixl::test::no_gpu;
 
 void must(cudaError_t e, const char* what) {
   if (e != cudaSuccess) FAIL(what << ": " << cudaGetErrorString(e));

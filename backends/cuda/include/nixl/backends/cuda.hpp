@@ -32,6 +32,7 @@
 #include <nixl/backends/cuda/detail/request.hpp>
 #include <nixl/backends/cuda/detail/state.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/completion.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -114,7 +115,10 @@ class backend {
     std::string datagram;    // notification: header and sender name, then the message
     std::size_t prefix = 0;  // length of the header and sender name
     const peer* target = nullptr;
-    detail::phase phase = detail::phase::idle;
+    // Busy: its copies are issued and `check` polls their events, then (`notifying`) the
+    // notification waits for room in the target's queue.
+    nixl::detail::completion state;
+    bool notifying = false;
     bool notify = false;
     std::size_t next_lane = 0;  // lanes before this one have completed
     std::size_t bytes = 0;
@@ -141,7 +145,7 @@ class backend {
   /// Waits for a posted request to finish (copies cannot be cancelled) and frees it.
   nixl::status release(request& req) noexcept {
     req.lanes.clear();  // the event handles wait for what is in flight
-    req.phase = detail::phase::idle;
+    req.state.reset();
     req.target = nullptr;
     return nixl::status::success;
   }
@@ -181,9 +185,7 @@ class backend {
 };
 
 inline nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
-  using detail::phase;
-  if (req.phase == phase::running || req.phase == phase::notifying)
-    return nixl::status::repost_active;
+  if (req.state.busy()) return nixl::status::repost_active;
   req.notify = notif.has_value();
   if (req.notify) {
     if (notif->size() > detail::max_notif_message) return nixl::status::invalid_param;
@@ -194,45 +196,29 @@ inline nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept 
     }
   }
   req.next_lane = 0;
+  req.notifying = false;
   for (detail::lane& ln : req.lanes)
-    if (!ln.issue()) {
-      req.phase = phase::failed;
-      return nixl::status::backend;
-    }
-  req.phase = phase::running;
+    if (!ln.issue()) return req.state.end(nixl::status::backend);
+  req.state.start();
   return check(req);
 }
 
 inline nixl::status backend::check(request& req) noexcept {
-  using detail::phase;
-  switch (req.phase) {
-    case phase::idle:
-      return nixl::status::not_posted;
-    case phase::done:
-      return nixl::status::success;
-    case phase::failed:
-      return nixl::status::backend;
-    case phase::running:
-      for (; req.next_lane < req.lanes.size(); ++req.next_lane) {
-        // cudaErrorNotReady is an answer, not a failure
-        const cudaError_t e = cudaEventQuery(req.lanes[req.next_lane].done.get());
-        if (e == cudaErrorNotReady) return nixl::status::in_progress;
-        if (e != cudaSuccess) return query_failed(req, e);
-      }
-      if (!req.notify) {
-        req.phase = phase::done;
-        return nixl::status::success;
-      }
-      req.phase = phase::notifying;
-      [[fallthrough]];
-    case phase::notifying:
-      break;
+  if (!req.state.busy()) return req.state.result();
+  if (!req.notifying) {
+    for (; req.next_lane < req.lanes.size(); ++req.next_lane) {
+      // cudaErrorNotReady is an answer, not a failure
+      const cudaError_t e = cudaEventQuery(req.lanes[req.next_lane].done.get());
+      if (e == cudaErrorNotReady) return nixl::status::in_progress;
+      if (e != cudaSuccess) return query_failed(req, e);
+    }
+    if (!req.notify) return req.state.end(nixl::status::success);
+    req.notifying = true;
   }
   const int rc = st_->socket.send(req.target->socket, req.datagram);
   if (rc == EAGAIN) return nixl::status::in_progress;  // the target's queue is full: retry
   if (rc != 0) return notify_failed(req, rc);
-  req.phase = phase::done;
-  return nixl::status::success;
+  return req.state.end(nixl::status::success);
 }
 
 static_assert(nixl::backend<backend>);

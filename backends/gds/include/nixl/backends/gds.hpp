@@ -29,6 +29,7 @@
 #include <nixl/backends/gds/detail/common.hpp>
 #include <nixl/backends/gds/detail/file_backend.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/completion.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -49,7 +50,7 @@ class backend : public detail::file_backend<backend> {
     std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
     std::size_t next = 0;                    // first chunk not submitted yet
     std::size_t done = 0;                    // chunks complete
-    detail::phase phase = detail::phase::idle;
+    nixl::detail::completion state;          // idle, busy, or done with its status
   };
 
   /// Loads cuFile, opens its driver and sets up the batch pool. Throws `nixl::error(backend)`

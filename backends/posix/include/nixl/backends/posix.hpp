@@ -98,8 +98,7 @@ class backend {
   /// I/O error. Notifications are not supported (`not_supported`).
   nixl::status post(request& req, nixl::notif_arg notif) noexcept {
     if (notif.has_value()) return nixl::status::not_supported;
-    if (req.batch.phase.load(std::memory_order_acquire) == detail::batch_phase::running)
-      return nixl::status::repost_active;
+    if (req.batch.state.busy()) return nixl::status::repost_active;
     req.batch.reset();
     req.reported = false;
     return to_status(req, std::visit([&](auto& e) { return e.submit(req.batch); }, engine_));
@@ -129,19 +128,10 @@ class backend {
   }
 
  private:
-  nixl::status to_status(request& req, detail::batch_phase p) noexcept {
-    switch (p) {
-      case detail::batch_phase::done:
-        return nixl::status::success;
-      case detail::batch_phase::running:
-        return nixl::status::in_progress;
-      case detail::batch_phase::idle:
-        return nixl::status::not_posted;
-      case detail::batch_phase::failed:
-        break;
-    }
-    if (!req.reported) report(req);
-    return nixl::status::backend;
+  /// The engine's answer `s`, the failure logged once.
+  nixl::status to_status(request& req, nixl::status s) noexcept {
+    if (s == nixl::status::backend && !req.reported) report(req);
+    return s;
   }
   void report(request& req) const noexcept;
 

@@ -7,15 +7,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include <nixl/backends/cuda/check.hpp>
+#include <nixl/backends/cuda/detail/check.hpp>
 #include <nixl/backends/cuda/detail/copy.hpp>
 #include <nixl/backends/cuda/detail/runtime.hpp>
 
 namespace nixl::cuda::detail {
-
-/// Where a request stands. `running`: its copies are issued, `check` polls their events;
-/// `notifying`: they completed and the notification waits for room in the target's queue.
-enum class phase : std::uint8_t { idle, running, notifying, done, failed };
 
 /// Owns a CUDA event; waits for it before destroying it.
 class event_handle {

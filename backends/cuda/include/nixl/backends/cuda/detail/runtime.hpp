@@ -12,7 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <nixl/backends/cuda/check.hpp>
+#include <nixl/backends/cuda/detail/check.hpp>
 
 namespace nixl::cuda::detail {
 

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <nixl/backends/cuda/config.hpp>
+#include <nixl/backends/cuda/detail/config.hpp>
 #include <nixl/backends/cuda/detail/notify.hpp>
 
 namespace nixl::cuda::detail {

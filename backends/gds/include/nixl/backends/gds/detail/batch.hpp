@@ -1,16 +1,14 @@
 #pragma once
-/// The GDS backend's engine state: a pool of cuFile batch handles, and a request's progress.
+/// The GDS backend's engine state: a pool of cuFile batch handles (set up once, in the shared
+/// slot pool; a request's progress is the shared completion record).
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <string_view>
 #include <vector>
 
-#include <nixl/backends/gds/cufile.hpp>
+#include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/detail/completion.hpp>
 
 namespace nixl::gds::detail {
 
@@ -47,18 +45,13 @@ class batch_pool {
 
   unsigned size() const noexcept { return size_; }
   unsigned limit() const noexcept { return limit_; }
-  std::size_t free_count() const noexcept;
+  std::size_t free_count() const noexcept { return slots_.free_count(); }
 
  private:
   const cufile::library* lib_;
   unsigned size_;
   unsigned limit_;
-  std::vector<std::unique_ptr<batch_slot>> slots_;
-  mutable std::mutex mu_;
-  std::vector<batch_slot*> free_;
+  nixl::detail::slot_pool<batch_slot> slots_;  // all made at construction, none after
 };
-
-/// Where a GDS request stands.
-enum class phase : std::uint8_t { idle, running, done, failed };
 
 }  // namespace nixl::gds::detail

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nixl/backends/gds/cufile.hpp>
+#include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/detail/file_region.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>

@@ -4,12 +4,13 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
+
+#include <nixl/backends/obj/detail/signing.hpp>
 
 namespace nixl::obj::detail::shared_key {
 
-using header = std::pair<std::string, std::string>;
+using detail::header;
 
 /// What is signed. `resource_path` is the URI path as sent (percent-encoded, starting with '/';
 /// for path-style endpoints such as azurite it starts with the account); `query` the raw query

@@ -6,15 +6,14 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include <nixl/backends/obj/detail/crypto.hpp>
+#include <nixl/backends/obj/detail/signing.hpp>
 
 namespace nixl::obj::detail::sigv4 {
 
-/// A header as sent: name in any case, value untrimmed.
-using header = std::pair<std::string, std::string>;
+using detail::header;
 
 /// What is signed. `path` is the URI path exactly as sent (already percent-encoded; S3 does
 /// not encode it twice); `query` is the query string as sent, without '?', each name and value

@@ -15,6 +15,9 @@
 #include <variant>
 #include <vector>
 
+#include <nixl/detail/completion.hpp>
+#include <nixl/detail/status.hpp>
+
 namespace nixl::posix::detail {
 
 /// Which engine moves the bytes.
@@ -50,11 +53,9 @@ struct io_op {
 /// Error code for a read that reached the end of the file before `len` bytes.
 inline constexpr int eof_error = -1;
 
-/// Terminal and running states of a batch, readable without the engine lock.
-enum class batch_phase : std::uint8_t { idle = 0, running = 1, done = 2, failed = 3 };
-
 /// Everything a request needs on the hot path: its operations and their progress. Fields below
-/// `ops`/`write` belong to the engine while the batch is running.
+/// `ops`/`write` belong to the engine while the batch is running; `state` (busy while running,
+/// then done with `success` or `backend`) is readable without the engine lock.
 struct io_batch {
   std::vector<io_op> ops;
   bool write = false;
@@ -66,16 +67,15 @@ struct io_batch {
   std::size_t err_op = 0;  // index of the operation that failed
   bool queued = false;     // linked in the engine's queue
   io_batch* next_queued = nullptr;
-  std::atomic<batch_phase> phase{batch_phase::idle};
+  nixl::detail::completion state;
 
   io_batch() = default;
   // Moves are only legal while the batch is not running (the contract of a request).
-  io_batch(io_batch&& o) noexcept
-      : ops(std::move(o.ops)), write(o.write), phase(o.phase.load(std::memory_order_relaxed)) {}
+  io_batch(io_batch&& o) noexcept : ops(std::move(o.ops)), write(o.write), state(o.state) {}
   io_batch& operator=(io_batch&& o) noexcept {
     ops = std::move(o.ops);
     write = o.write;
-    phase.store(o.phase.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    state = o.state;
     return *this;
   }
 
@@ -92,10 +92,7 @@ struct io_batch {
       op.next = nullptr;
     }
   }
-  bool finished() const noexcept {
-    auto p = phase.load(std::memory_order_acquire);
-    return p == batch_phase::done || p == batch_phase::failed;
-  }
+  bool finished() const noexcept { return state.ended(); }
 };
 
 /// Engine settings.
@@ -105,11 +102,11 @@ struct engine_options {
 };
 
 // The engines share one surface. `submit`, `poll` and `cancel` never throw and never allocate;
-// they return the batch's phase after doing what work is ready: `submit(b)` starts a batch whose
-// `reset()` has been called (empty batches are done at once); `poll(b)` makes progress (reaps
-// completions, submits queued operations); `cancel(b)` stops submitting the batch's operations
-// and waits for those already in flight, after which the batch is idle and its buffers are
-// free; `depth()` is the queue depth in use. Constructors throw `std::system_error` (naming the
+// they return the batch's status (`state.result()`) after doing what work is ready: `submit(b)`
+// starts a batch whose `reset()` has been called (empty batches are done at once); `poll(b)` makes
+// progress (reaps completions, submits queued operations); `cancel(b)` stops submitting the batch's
+// operations and waits for those already in flight, after which the batch is idle and its buffers
+// are free; `depth()` is the queue depth in use. Constructors throw `std::system_error` (naming the
 // failing call) when the engine cannot run here (no kernel support, seccomp, limits, or not in
 // this build).
 
@@ -123,8 +120,8 @@ class engine_of {
   engine_of(engine_of&&) noexcept;
   engine_of& operator=(engine_of&&) noexcept;
   ~engine_of();
-  batch_phase submit(io_batch& b) noexcept;
-  batch_phase poll(io_batch& b) noexcept;
+  nixl::status submit(io_batch& b) noexcept;
+  nixl::status poll(io_batch& b) noexcept;
   void cancel(io_batch& b) noexcept;
   unsigned depth() const noexcept;
 

@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -242,6 +243,17 @@ void engine::open_rails() {
     NIXL_FI_CHECK(fi_endpoint(x.domain, x.info, x.ep.out(), nullptr), "rail {}", x.domain_name);
     NIXL_FI_CHECK(fi_ep_bind(x.ep, &x.av->fid, 0), "rail {}", x.domain_name);
     NIXL_FI_CHECK(fi_ep_bind(x.ep, &x.cq->fid, FI_TRANSMIT | FI_RECV), "rail {}", x.domain_name);
+    // shm names an endpoint's region "<pid>:<endpoint>:<domain>" unless told otherwise. A
+    // process killed with SIGKILL leaves that file in /dev/shm, and a later process that gets
+    // the same pid (pid_max is 32768 on many hosts) then fails fi_enable with EBUSY. A name
+    // made of this engine's own random identity never meets a stale one; the pid in front says
+    // whose it was.
+    if (provider_.rfind("shm", 0) == 0) {
+      const std::string name =
+          fmt::format("nixl_{}_{:016x}_{}", ::getpid(), uid_, rails_.size() - 1);
+      NIXL_FI_CHECK(fi_setname(&x.ep->fid, const_cast<char*>(name.c_str()), name.size() + 1),
+                    "rail {}", x.domain_name);
+    }
     NIXL_FI_CHECK(fi_enable(x.ep), "rail {}", x.domain_name);
     std::size_t len = 256;
     x.address.resize(len);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -104,6 +105,7 @@ class peer_process {
         if (::waitpid(pid_, &st, WNOHANG) == 0) {
           ::kill(pid_, SIGKILL);
           ::waitpid(pid_, &st, 0);
+          remove_shm_of(pid_);
         }
       }
     }
@@ -137,12 +139,24 @@ class peer_process {
       s += c;
     }
   }
-  /// Kills the process with SIGKILL and reaps it.
+  /// Kills the process with SIGKILL and reaps it, then removes the shared-memory files it could
+  /// not (the LIBFABRIC backend's shm regions are named `nixl_<pid>_...`).
   void kill() {
     ::kill(pid_, SIGKILL);
     int st = 0;
     ::waitpid(pid_, &st, 0);
     alive_ = false;
+    remove_shm_of(pid_);
+  }
+  static void remove_shm_of(pid_t pid) noexcept {
+    std::error_code ec;
+    const std::string prefix = "nixl_" + std::to_string(pid) + "_";
+    std::vector<std::filesystem::path> mine;
+    for (std::filesystem::directory_iterator it("/dev/shm", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (it->path().filename().string().rfind(prefix, 0) == 0) mine.push_back(it->path());
+    }
+    for (const auto& f : mine) std::filesystem::remove(f, ec);
   }
 
  private:

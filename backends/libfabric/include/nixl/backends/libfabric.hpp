@@ -165,7 +165,7 @@ class backend {
 inline status backend::post(request& r, notif_arg notif) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) return status::repost_active;
+  if (s->busy()) return status::repost_active;
   if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
   s->has_notif = notif.has_value();
   if (notif) {
@@ -178,17 +178,16 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 inline status backend::check(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  detail::phase st = s->state.load(std::memory_order_acquire);
+  const detail::phase st = s->state();
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     if (!eng_->has_progress_thread()) eng_->progress();
-    st = s->state.load(std::memory_order_acquire);
-    if (st == detail::phase::busy)
+    if (s->busy())
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }
-  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+  return s->result();
 }
 
 static_assert(nixl::backend<backend>);

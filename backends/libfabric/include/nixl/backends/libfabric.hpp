@@ -16,6 +16,7 @@
 #include <nixl/backends/libfabric/config.hpp>
 #include <nixl/backends/libfabric/detail/engine.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -52,16 +53,7 @@ class backend {
   };
 
   /// A remote agent (or this agent, for loopback).
-  struct peer {
-    detail::peer_state* state = nullptr;
-    peer() = default;
-    explicit peer(detail::peer_state* s) noexcept : state(s) {}
-    peer(peer&& o) noexcept : state(std::exchange(o.state, nullptr)) {}
-    peer& operator=(peer&& o) noexcept {
-      state = std::exchange(o.state, nullptr);
-      return *this;
-    }
-  };
+  using peer = nixl::detail::peer_ref<detail::peer_state>;
 
   /// Everything a transfer needs, resolved by `prepare` into its completion slot.
   class request {
@@ -152,9 +144,7 @@ class backend {
   /// True when writes complete only once visible at the target (FI_DELIVERY_COMPLETE).
   bool delivery_complete() const noexcept { return eng_->delivery_complete(); }
   /// True once `p` is known to be gone.
-  static bool peer_failed(const peer& p) noexcept {
-    return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);
-  }
+  static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
  private:
   std::unique_ptr<detail::engine> eng_;

@@ -20,6 +20,7 @@
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -106,16 +107,7 @@ class backend {
   };
 
   /// A remote agent (or this agent, for loopback): its endpoints, one per local worker.
-  struct peer {
-    detail::peer_state* state = nullptr;
-    peer() = default;
-    explicit peer(detail::peer_state* s) noexcept : state(s) {}
-    peer(peer&& o) noexcept : state(std::exchange(o.state, nullptr)) {}
-    peer& operator=(peer&& o) noexcept {
-      state = std::exchange(o.state, nullptr);
-      return *this;
-    }
-  };
+  using peer = nixl::detail::peer_ref<detail::peer_state>;
 
   /// A run of a request's descriptors posted on one worker (`split_batch_size`).
   struct chunk {
@@ -258,9 +250,7 @@ class backend {
   /// `none`); they go when UCX is done, at the latest with the backend. A diagnostic.
   std::size_t kept_handles() const noexcept { return eng_->kept_handles(); }
   /// True once `p` is known to be gone.
-  static bool peer_failed(const peer& p) noexcept {
-    return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);
-  }
+  static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
  private:
   status post_chunk(request& r, const chunk& c) noexcept;

@@ -257,9 +257,9 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (p->failed.exchange(true, std::memory_order_acq_rel)) return;
   log::warn("LIBFABRIC: peer '{}' failed: {}", p->name, why);
   // its operations may never complete: they stop keeping the progress thread polling
-  std::lock_guard lk(slots_mu_);
-  for (auto& s : slots_)
-    if (s->peer == p && s->state.load(std::memory_order_acquire) != phase::idle) uncount(s.get());
+  slots_.for_each([&](op_slot& s) {
+    if (s.peer == p && s.state() != phase::idle) uncount(&s);
+  });
 }
 
 std::size_t engine::progress() noexcept {

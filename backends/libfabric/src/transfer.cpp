@@ -18,34 +18,24 @@ namespace nixl::libfabric {
 namespace detail {
 
 op_slot* engine::acquire_slot() {
-  std::lock_guard lk(slots_mu_);
-  if (!free_slots_.empty()) {
-    op_slot* s = free_slots_.back();
-    free_slots_.pop_back();
+  return slots_.acquire([this] {
+    auto s = std::make_unique<op_slot>();
+    s->owner = this;
+    s->notif_ctx.kind = ctx_kind::notif;
+    s->notif_ctx.slot = s.get();
     return s;
-  }
-  slots_.push_back(std::make_unique<op_slot>());
-  op_slot* s = slots_.back().get();
-  s->owner = this;
-  s->notif_ctx.kind = ctx_kind::notif;
-  s->notif_ctx.slot = s;
-  free_slots_.reserve(slots_.size());
-  return s;
+  });
 }
 
 void engine::release_slot(op_slot* s) noexcept {
-  s->state.store(phase::idle, std::memory_order_relaxed);
-  std::lock_guard lk(slots_mu_);
-  free_slots_.push_back(s);  // capacity reserved in acquire_slot
+  s->reset();
+  slots_.release(s);
 }
 
 void engine::complete(op_slot* s, status st) noexcept {
-  s->result.store(static_cast<int>(st), std::memory_order_relaxed);
-  phase expected = phase::busy;
-  const bool ok =
-      s->state.compare_exchange_strong(expected, phase::done, std::memory_order_acq_rel);
+  const bool ok = s->finish(st);
   uncount(s);
-  if (!ok && expected == phase::orphan) reclaim(s);
+  if (!ok) reclaim(s);  // orphaned meanwhile
 }
 
 void engine::reclaim(op_slot* s) noexcept {
@@ -54,17 +44,15 @@ void engine::reclaim(op_slot* s) noexcept {
 }
 
 void engine::release(op_slot* s) noexcept {
-  if (s->state.load(std::memory_order_acquire) == phase::busy) {
+  if (s->busy()) {
     const auto until = std::chrono::steady_clock::now() + release_grace;
-    while (s->state.load(std::memory_order_acquire) == phase::busy &&
-           std::chrono::steady_clock::now() < until) {
+    while (s->busy() && std::chrono::steady_clock::now() < until) {
       if (!thread_.joinable())
         progress();
       else
         std::this_thread::yield();
     }
-    phase expected = phase::busy;
-    if (s->state.compare_exchange_strong(expected, phase::orphan, std::memory_order_acq_rel)) {
+    if (s->detach()) {
       orphans_.fetch_add(1, std::memory_order_acq_rel);
       return;  // the last completion reclaims it
     }
@@ -76,17 +64,14 @@ status engine::start(op_slot* s) noexcept {
   s->failure.store(0, std::memory_order_relaxed);
   s->next = 0;
   s->notif_due = false;
-  s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
   s->outstanding.store(1, std::memory_order_relaxed);
   s->hold.store(true, std::memory_order_relaxed);
   s->counted.store(true, std::memory_order_relaxed);
   active_.fetch_add(1, std::memory_order_seq_cst);
-  s->state.store(phase::busy, std::memory_order_release);
+  s->start();
   if (sleeping_.load(std::memory_order_seq_cst)) wake();
   pump(s);
-  const phase st = s->state.load(std::memory_order_acquire);
-  if (st == phase::busy) return status::in_progress;
-  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+  return s->result();
 }
 
 void engine::pump(op_slot* s) noexcept {
@@ -102,8 +87,7 @@ void engine::pump(op_slot* s) noexcept {
       s->failure.compare_exchange_strong(none, static_cast<int>(status::remote_disconnect),
                                          std::memory_order_relaxed);
     }
-    if (s->state.load(std::memory_order_relaxed) == phase::orphan ||
-        s->failure.load(std::memory_order_relaxed) != 0) {
+    if (s->state() == phase::orphan || s->failure.load(std::memory_order_relaxed) != 0) {
       s->next = static_cast<std::uint32_t>(s->chunks.size());  // post no more
       break;
     }
@@ -176,7 +160,7 @@ void engine::pump(op_slot* s) noexcept {
 
 void engine::data_done(op_slot* s) noexcept {
   const int f = s->failure.load(std::memory_order_relaxed);
-  if (f != 0 || s->state.load(std::memory_order_acquire) == phase::orphan) {
+  if (f != 0 || s->state() == phase::orphan) {
     complete(s, f != 0 ? static_cast<status>(f) : status::canceled);  // no notification
     return;
   }
@@ -263,7 +247,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   if (local.size() != remote.size())
     raise(status::invalid_param, "LIBFABRIC prepare: {} local and {} remote descriptors",
           local.size(), remote.size());
-  if (r.slot_ != nullptr && r.slot_->state.load() == detail::phase::busy)
+  if (r.slot_ != nullptr && r.slot_->busy())
     raise(status::repost_active, "LIBFABRIC prepare: the request is in flight");
   detail::peer_state* ps = p.state;
   const std::size_t nr = eng_->num_rails();

@@ -14,15 +14,15 @@ bool engine::handles_in_use() noexcept {
   // Per peer: a failed peer in mode none holds this agent's operations only while a request
   // to it is in flight (every put, get and flush UCX keeps ends through the request's slot).
   // A peer that failed with nothing in flight keeps nothing.
-  std::lock_guard lk(slots_mu_);
-  for (const auto& s : slots_) {
-    if (s->state.load(std::memory_order_acquire) != phase::busy) continue;
-    const peer_state* p = s->peer.load(std::memory_order_relaxed);
+  bool in_use = false;
+  slots_.for_each([&](const op_slot& s) {
+    if (in_use || !s.busy()) return;
+    const peer_state* p = s.peer.load(std::memory_order_relaxed);
     if (p != nullptr && !p->is_self && !p->ucx_peer_mode &&
         p->failed.load(std::memory_order_acquire))
-      return true;
-  }
-  return false;
+      in_use = true;
+  });
+  return in_use;
 }
 
 std::size_t engine::kept_handles() noexcept {

@@ -15,33 +15,24 @@ namespace nixl::ucx {
 namespace detail {
 
 op_slot* engine::acquire_slot() {
-  std::lock_guard lk(slots_mu_);
-  if (!free_slots_.empty()) {
-    op_slot* s = free_slots_.back();
-    free_slots_.pop_back();
+  return slots_.acquire([this] {
+    auto s = std::make_unique<op_slot>();
+    s->owner = this;
+    s->notif.reserve(notif_prefix_.size() + 256);
     return s;
-  }
-  auto s = std::make_unique<op_slot>();
-  s->owner = this;
-  s->notif.reserve(notif_prefix_.size() + 256);
-  free_slots_.reserve(slots_.size() + 1);  // release_slot never allocates
-  slots_.push_back(std::move(s));
-  return slots_.back().get();
+  });
 }
 
 void engine::release_slot(op_slot* s) noexcept {
-  s->state.store(phase::idle, std::memory_order_relaxed);
+  s->reset();
   s->has_notif = false;
-  std::lock_guard lk(slots_mu_);
-  free_slots_.push_back(s);
+  slots_.release(s);
 }
 
 bool engine::detach(op_slot* s) noexcept {
-  phase expected = phase::busy;
   // counted before the slot can be reclaimed, so that orphans_ never goes below zero
   orphans_.fetch_add(1, std::memory_order_acq_rel);
-  if (s->state.compare_exchange_strong(expected, phase::orphan, std::memory_order_acq_rel))
-    return true;
+  if (s->detach()) return true;
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
   return false;
 }
@@ -221,7 +212,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   if (local.size() != remote.size())
     raise(status::invalid_param, "UCX prepare: {} local descriptors but {} remote ones",
           local.size(), remote.size());
-  if (r.slot_ != nullptr && r.slot_->state.load() == detail::phase::busy)
+  if (r.slot_ != nullptr && r.slot_->busy())
     raise(status::repost_active, "UCX prepare: the request is still in flight");
   const auto nw = static_cast<std::uint32_t>(eng_->num_workers());
   const std::uint32_t w = custom_worker(custom, nw).value_or(eng_->next_worker());
@@ -317,13 +308,12 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
 status backend::release(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::success;
-  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) {
+  if (s->busy()) {
     // UCX cannot cancel one-sided operations (ucp_request_cancel ignores them). Most end within
     // microseconds: progress for a short grace, then abandon the rest to the engine, which
     // keeps the slot, its notification bytes and the registrations UCX may still use.
     const auto deadline = std::chrono::steady_clock::now() + detail::engine::release_grace;
-    while (s->state.load(std::memory_order_acquire) == detail::phase::busy &&
-           !r.peer_->failed.load(std::memory_order_acquire) &&
+    while (s->busy() && !r.peer_->failed.load(std::memory_order_acquire) &&
            std::chrono::steady_clock::now() < deadline) {
       eng_->poll(r.worker_, r.peer_);
       for (const chunk& c : r.chunks_)

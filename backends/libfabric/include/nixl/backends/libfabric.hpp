@@ -16,6 +16,7 @@
 #include <nixl/backends/libfabric/config.hpp>
 #include <nixl/backends/libfabric/detail/engine.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -52,16 +53,7 @@ class backend {
   };
 
   /// A remote agent (or this agent, for loopback).
-  struct peer {
-    detail::peer_state* state = nullptr;
-    peer() = default;
-    explicit peer(detail::peer_state* s) noexcept : state(s) {}
-    peer(peer&& o) noexcept : state(std::exchange(o.state, nullptr)) {}
-    peer& operator=(peer&& o) noexcept {
-      state = std::exchange(o.state, nullptr);
-      return *this;
-    }
-  };
+  using peer = nixl::detail::peer_ref<detail::peer_state>;
 
   /// Everything a transfer needs, resolved by `prepare` into its completion slot.
   class request {
@@ -152,9 +144,7 @@ class backend {
   /// True when writes complete only once visible at the target (FI_DELIVERY_COMPLETE).
   bool delivery_complete() const noexcept { return eng_->delivery_complete(); }
   /// True once `p` is known to be gone.
-  static bool peer_failed(const peer& p) noexcept {
-    return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);
-  }
+  static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
  private:
   std::unique_ptr<detail::engine> eng_;
@@ -165,7 +155,7 @@ class backend {
 inline status backend::post(request& r, notif_arg notif) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) return status::repost_active;
+  if (s->busy()) return status::repost_active;
   if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
   s->has_notif = notif.has_value();
   if (notif) {
@@ -178,17 +168,16 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 inline status backend::check(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  detail::phase st = s->state.load(std::memory_order_acquire);
+  const detail::phase st = s->state();
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     if (!eng_->has_progress_thread()) eng_->progress();
-    st = s->state.load(std::memory_order_acquire);
-    if (st == detail::phase::busy)
+    if (s->busy())
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }
-  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+  return s->result();
 }
 
 static_assert(nixl::backend<backend>);

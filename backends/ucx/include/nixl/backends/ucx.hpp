@@ -20,6 +20,7 @@
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -106,16 +107,7 @@ class backend {
   };
 
   /// A remote agent (or this agent, for loopback): its endpoints, one per local worker.
-  struct peer {
-    detail::peer_state* state = nullptr;
-    peer() = default;
-    explicit peer(detail::peer_state* s) noexcept : state(s) {}
-    peer(peer&& o) noexcept : state(std::exchange(o.state, nullptr)) {}
-    peer& operator=(peer&& o) noexcept {
-      state = std::exchange(o.state, nullptr);
-      return *this;
-    }
-  };
+  using peer = nixl::detail::peer_ref<detail::peer_state>;
 
   /// A run of a request's descriptors posted on one worker (`split_batch_size`).
   struct chunk {
@@ -258,9 +250,7 @@ class backend {
   /// `none`); they go when UCX is done, at the latest with the backend. A diagnostic.
   std::size_t kept_handles() const noexcept { return eng_->kept_handles(); }
   /// True once `p` is known to be gone.
-  static bool peer_failed(const peer& p) noexcept {
-    return p.state != nullptr && p.state->failed.load(std::memory_order_acquire);
-  }
+  static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
  private:
   status post_chunk(request& r, const chunk& c) noexcept;
@@ -272,7 +262,7 @@ class backend {
 inline status backend::post(request& r, notif_arg notif) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  if (s->state.load(std::memory_order_acquire) == detail::phase::busy) return status::repost_active;
+  if (s->busy()) return status::repost_active;
   if (r.peer_->gone()) return status::remote_disconnect;
   // DRAM <-> VRAM of this host: the driver's copies end here, before the flush that precedes
   // the notification.
@@ -299,8 +289,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   // no callback can end the request before every operation of it is counted).
   s->flushes.store(static_cast<int>(nchunks) + 1, std::memory_order_relaxed);
   s->failure.store(0, std::memory_order_relaxed);
-  s->result.store(static_cast<int>(status::in_progress), std::memory_order_relaxed);
-  s->state.store(detail::phase::busy, std::memory_order_release);
+  s->start();
 
   if (r.chunks_.empty()) {
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
@@ -361,21 +350,20 @@ inline status backend::post_chunk(request& r, const chunk& c) noexcept {
 inline status backend::check(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::invalid_param;
-  detail::phase st = s->state.load(std::memory_order_acquire);
+  const detail::phase st = s->state();
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     eng_->poll(r.worker_, r.peer_);
     for (const chunk& c : r.chunks_)
       if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
-    st = s->state.load(std::memory_order_acquire);
-    if (st == detail::phase::busy)
+    if (s->busy())
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;
   }
   // Every put or get UCX keeps reports its own outcome (post_chunk), so a write that failed
   // against a dead peer fails the request even where the flush after it succeeds.
-  return static_cast<status>(s->result.load(std::memory_order_relaxed));
+  return s->result();
 }
 
 static_assert(nixl::backend<backend>);

@@ -26,6 +26,7 @@
 #include <nixl/backends/libfabric/check.hpp>
 #include <nixl/backends/libfabric/config.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/completion.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -44,14 +45,8 @@ struct local_life;
 /// (src/context.cpp).
 struct parked_engine;
 
-/// Where a request is, as its completion slot records it.
-enum class phase : std::uint8_t {
-  idle,    ///< not posted
-  busy,    ///< posted: libfabric holds operations of it
-  done,    ///< the result is set
-  orphan,  ///< released while libfabric still held operations: the last completion hands the
-           ///< slot back to the engine, and no notification goes out
-};
+/// Where a request is, as its completion slot records it (the phases every backend shares).
+using phase = nixl::detail::phase;
 
 /// What a completion's context is.
 enum class ctx_kind : std::uint8_t { rma, notif, ctrl, recv };
@@ -78,10 +73,9 @@ struct chunk {
 };
 
 /// Completion state of one request. Slots are owned by the engine and live as long as it does,
-/// so a completion never sees freed memory even when the request that posted it is gone.
-struct op_slot {
-  std::atomic<phase> state{phase::idle};
-  std::atomic<int> result{static_cast<int>(status::success)};
+/// so a completion never sees freed memory even when the request that posted it is gone. Its
+/// phase and result are the shared completion record's.
+struct op_slot : nixl::detail::completion {
   /// Operations posted and not completed, plus one held while posting.
   std::atomic<int> outstanding{0};
   std::atomic<int> failure{0};    ///< first error (a `status`), 0: none
@@ -315,9 +309,7 @@ class engine {
   std::int64_t next_heartbeat_ns_ = 0;
   std::atomic<int> awaiting_contact_{0};  ///< peers not yet heard from that wait for it
 
-  std::mutex slots_mu_;
-  std::vector<std::unique_ptr<op_slot>> slots_;
-  std::vector<op_slot*> free_slots_;
+  nixl::detail::slot_pool<op_slot> slots_;
   std::atomic<int> orphans_{0};
   std::atomic<int> active_{0};  ///< busy slots
 

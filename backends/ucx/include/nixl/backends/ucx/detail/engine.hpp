@@ -25,6 +25,7 @@
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/completion.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
@@ -38,21 +39,13 @@ namespace detail {
 class engine;
 struct peer_state;
 
-/// Where a request is, as its completion slot records it.
-enum class phase : std::uint8_t {
-  idle,    ///< not posted
-  busy,    ///< posted: UCX holds it
-  done,    ///< the result is set
-  orphan,  ///< released while UCX still held it: the last UCX callback hands the slot back to
-           ///< the engine, and no notification goes out
-};
+/// Where a request is, as its completion slot records it (the phases every backend shares).
+using phase = nixl::detail::phase;
 
 /// Completion state of one request while UCX works on it. Slots are owned by the engine and
 /// live as long as it does, so a UCX callback never sees freed memory even when the request
-/// that posted it is gone.
-struct op_slot {
-  std::atomic<phase> state{phase::idle};
-  std::atomic<int> result{static_cast<int>(status::success)};
+/// that posted it is gone. Its phase and result are the shared completion record's.
+struct op_slot : nixl::detail::completion {
   bool has_notif = false;
   std::uint32_t worker = 0;     ///< index of the worker the notification goes out on
   std::atomic<int> flushes{0};  ///< callbacks still outstanding (flushes, kept puts/gets)
@@ -62,14 +55,6 @@ struct op_slot {
   /// The peer of the request (set by prepare): what `engine::handles_in_use` counts per peer.
   std::atomic<peer_state*> peer{nullptr};
   std::string notif;  ///< encoded notification (sender name + message), capacity reused
-
-  /// busy -> done with `s`. False when the slot was orphaned meanwhile (the caller reclaims it).
-  [[nodiscard]] bool finish(status s) noexcept {
-    result.store(static_cast<int>(s), std::memory_order_relaxed);
-    phase expected = phase::busy;
-    return state.compare_exchange_strong(expected, phase::done, std::memory_order_acq_rel) ||
-           expected != phase::orphan;
-  }
 };
 
 /// One remote agent (or this agent itself, for loopback).
@@ -285,9 +270,7 @@ class engine {
   std::vector<std::unique_ptr<peer_state>> peers_;  // retired peers stay until destruction
   peer_state* self_ = nullptr;
 
-  std::mutex slots_mu_;
-  std::vector<std::unique_ptr<op_slot>> slots_;
-  std::vector<op_slot*> free_slots_;
+  nixl::detail::slot_pool<op_slot> slots_;
   std::atomic<int> orphans_{0};  ///< released requests UCX still works on
 
   std::mutex deferred_mu_;
@@ -355,7 +338,7 @@ inline status engine::flush_done(op_slot* s) noexcept {
   // The last chunk's flush finishes the request. acq_rel: every chunk's outcome, and the
   // notification fields written by post() (release store of `state`), are visible here.
   if (s->flushes.fetch_sub(1, std::memory_order_acq_rel) != 1) return status::in_progress;
-  const phase state = s->state.load(std::memory_order_acquire);
+  const phase state = s->state();
   const int f = s->failure.load(std::memory_order_relaxed);
   if (f != 0 || state == phase::orphan) {
     // a released request sends no notification

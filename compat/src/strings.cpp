@@ -11,37 +11,34 @@ static_assert(sizeof(nixlBasicDesc) == sizeof(nixl::desc));
 
 namespace nixlEnumStrings {
 
+namespace {
+
+// NIXL's C enums carry the core's values: one in [lo, hi] gets the core's name, others `bad`.
+template <class Core, class C, class Name>
+std::string core_name(C v, Core lo, Core hi, Name name, const char* bad) {
+  const auto i = static_cast<long long>(v);
+  if (i < static_cast<long long>(lo) || i > static_cast<long long>(hi)) return bad;
+  return std::string(name(static_cast<Core>(i)));
+}
+
+}  // namespace
+
 std::string memTypeStr(const nixl_mem_t& mem) {
-  switch (mem) {
-    case DRAM_SEG:
-      return "DRAM_SEG";
-    case VRAM_SEG:
-      return "VRAM_SEG";
-    case BLK_SEG:
-      return "BLK_SEG";
-    case OBJ_SEG:
-      return "OBJ_SEG";
-    case FILE_SEG:
-      return "FILE_SEG";
-  }
-  return "BAD_SEG";
+  return core_name(
+      mem, nixl::mem_kind::dram, nixl::mem_kind::file,
+      [](nixl::mem_kind k) { return nixl::nixl_name(k); }, "BAD_SEG");
 }
 
 std::string xferOpStr(const nixl_xfer_op_t& op) {
-  switch (op) {
-    case NIXL_READ:
-      return "READ";
-    case NIXL_WRITE:
-      return "WRITE";
-  }
-  return "BAD_OP";
+  return core_name(
+      op, nixl::xfer_op::read, nixl::xfer_op::write,
+      [](nixl::xfer_op o) { return nixl::to_string(o); }, "BAD_OP");
 }
 
 std::string statusStr(const nixl_status_t& status) {
-  const int v = static_cast<int>(status);
-  if (v < static_cast<int>(NIXL_ERR_NO_TELEMETRY) || v > static_cast<int>(NIXL_IN_PROG))
-    return "BAD_STATUS";
-  return std::string(nixl::to_string(static_cast<nixl::status>(v)));
+  return core_name(
+      status, nixl::status::no_telemetry, nixl::status::in_progress,
+      [](nixl::status s) { return nixl::to_string(s); }, "BAD_STATUS");
 }
 
 }  // namespace nixlEnumStrings

@@ -1,5 +1,6 @@
 // The central-store part of the exchange: lease, published keys, waiting fetches and watches.
 #include "central.hpp"
+#include "store_tasks.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -28,9 +29,7 @@ struct central_store::state {
   std::unique_ptr<etcd_client> etcd;
   std::unique_ptr<etcd_watcher> watcher;
   std::thread etcd_thread;
-  std::mutex etcd_mutex;
-  std::deque<std::function<void()>> etcd_tasks;  // guarded by etcd_mutex
-  std::atomic<bool> stop{false};
+  store_tasks tasks{"etcd", [this] { watcher->wakeup(); }};
   std::int64_t lease = 0;
   clock::time_point next_keepalive{};
   std::map<std::string, std::string, std::less<>> published;  // label -> blob
@@ -56,29 +55,6 @@ struct central_store::state {
   }
   std::string prefix(std::string_view agent) const {
     return fmt::format("{}/{}/", cfg.etcd_namespace, agent);
-  }
-
-  std::future<void> post_etcd(std::function<void(std::promise<void>&)> fn) {
-    auto p = std::make_shared<std::promise<void>>();
-    auto f = p->get_future();
-    {
-      std::lock_guard lk(etcd_mutex);
-      if (stop) {
-        p->set_exception(make_error(status::canceled, "metadata exchange is shutting down"));
-        return f;
-      }
-      etcd_tasks.push_back([p, fn = std::move(fn)] {
-        try {
-          fn(*p);
-        } catch (...) {
-          auto [s, msg] = describe(std::current_exception());
-          log::warn("metadata (etcd): {}", msg);
-          p->set_exception(std::current_exception());
-        }
-      });
-    }
-    watcher->wakeup();
-    return f;
   }
 
   void ensure_lease() {
@@ -278,13 +254,8 @@ struct central_store::state {
 
   void etcd_loop() {
     std::vector<etcd_watcher::update> updates;
-    while (!stop) {
-      std::deque<std::function<void()>> tasks;
-      {
-        std::lock_guard lk(etcd_mutex);
-        tasks.swap(etcd_tasks);
-      }
-      for (auto& t : tasks) t();
+    while (!tasks.stopped()) {
+      tasks.run();
       keepalive();
       repair();
       auto now = clock::now();
@@ -302,18 +273,9 @@ struct central_store::state {
       for (auto& u : updates) handle(u);
       expire_waiters();
     }
-    std::deque<std::function<void()>> tasks;
-    {
-      std::lock_guard lk(etcd_mutex);
-      tasks.swap(etcd_tasks);
-    }
     // Tasks queued before the stop still complete, as far as etcd answers in time.
-    for (auto& t : tasks) t();
-    for (auto& w : waiters) {
-      w.done.set_exception(
-          make_error(status::canceled, "metadata exchange stopped while waiting for " + w.key));
-    }
-    waiters.clear();
+    tasks.run();
+    cancel_waiters(waiters);
   }
 };
 
@@ -326,11 +288,7 @@ central_store::central_store(const context& ctx) : s_(std::make_unique<state>(ct
 
 central_store::~central_store() {
   auto& m = *s_;
-  {
-    std::lock_guard lk(m.etcd_mutex);
-    m.stop = true;
-  }
-  m.watcher->wakeup();
+  m.tasks.stop();
   if (m.etcd_thread.joinable()) m.etcd_thread.join();
   // Our keys go with the lease now rather than at its expiry.
   if (m.lease != 0) {
@@ -348,7 +306,7 @@ std::future<void> central_store::publish(std::string_view label, std::string blo
   check_name("label", "send_local_metadata", label);
   check_name("agent name", "send_local_metadata", m.name);
   if (blob.empty()) nixl::raise(status::invalid_param, "send_local_metadata: empty metadata blob");
-  return m.post_etcd(
+  return m.tasks.post(
       [&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
         m.ensure_lease();
         m.etcd->put(m.key(m.name, label), blob, m.lease);
@@ -362,14 +320,14 @@ std::future<void> central_store::fetch(std::string_view agent, std::string_view 
   auto& m = *s_;
   check_name("agent name", "fetch_remote_metadata", agent);
   check_name("label", "fetch_remote_metadata", label);
-  return m.post_etcd([&m, agent = std::string(agent), label = std::string(label)](
-                         std::promise<void>& p) { m.fetch_central(agent, label, p); });
+  return m.tasks.post([&m, agent = std::string(agent), label = std::string(label)](
+                          std::promise<void>& p) { m.fetch_central(agent, label, p); });
 }
 
 std::future<void> central_store::unpublish() {
   auto& m = *s_;
   check_name("agent name", "invalidate_local_metadata", m.name);
-  return m.post_etcd([&m](std::promise<void>& p) {
+  return m.tasks.post([&m](std::promise<void>& p) {
     auto n = m.etcd->delete_prefix(m.prefix(m.name));
     m.published.clear();
     log::debug("metadata (etcd): deleted {} key(s) of '{}'", n, m.name);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <nixl/detail/enum_names.hpp>
+
 namespace nixl::metadata {
 namespace {
 
@@ -30,21 +32,9 @@ bool known_type(std::uint8_t t) noexcept {
 }  // namespace
 
 std::string_view to_string(frame_type t) noexcept {
-  switch (t) {
-    case frame_type::load:
-      return "LOAD";
-    case frame_type::fetch:
-      return "FETCH";
-    case frame_type::invalidate:
-      return "INVALIDATE";
-    case frame_type::ack:
-      return "ACK";
-    case frame_type::error:
-      return "ERROR";
-    case frame_type::auth:
-      return "AUTH";
-  }
-  return "?";
+  static constexpr auto names = nixl::detail::make_enum_names<frame_type>(
+      {"LOAD", "FETCH", "INVALIDATE", "ACK", "ERROR", "AUTH"}, "?", 1);
+  return names(t);
 }
 
 void append_frame(std::string& out, frame_type type, std::string_view payload) {

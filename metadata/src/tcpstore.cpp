@@ -1,5 +1,6 @@
 // The TCPStore central store: SET / CHECK+GET / DELETE_KEY of NIXL's keys on a worker thread.
 #include "tcpstore.hpp"
+#include "store_tasks.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -28,10 +29,7 @@ struct tcpstore_store::state {
   tcpstore_client client;
 
   std::thread worker;
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::function<void()>> tasks;       // guarded by mutex
-  bool stop = false;                             // guarded by mutex
+  store_tasks tasks{"tcpstore"};
   std::set<std::string, std::less<>> published;  // worker only
 
   struct waiter {
@@ -48,29 +46,6 @@ struct tcpstore_store::state {
         cfg(ctx.cfg),
         h(ctx.h),
         client(ctx.cfg.tcpstore_endpoint, ctx.cfg.tcpstore_op_timeout) {}
-
-  std::future<void> post(std::function<void(std::promise<void>&)> fn) {
-    auto p = std::make_shared<std::promise<void>>();
-    auto f = p->get_future();
-    {
-      std::lock_guard lk(mutex);
-      if (stop) {
-        p->set_exception(make_error(status::canceled, "metadata exchange is shutting down"));
-        return f;
-      }
-      tasks.push_back([p, fn = std::move(fn)] {
-        try {
-          fn(*p);
-        } catch (...) {
-          auto [s, msg] = describe(std::current_exception());
-          log::warn("metadata (tcpstore): {}", msg);
-          p->set_exception(std::current_exception());
-        }
-      });
-    }
-    wake.notify_one();
-    return f;
-  }
 
   /// One probe of a waiting fetch: true when it finished (loaded or failed for good).
   bool probe(waiter& w) {
@@ -123,12 +98,8 @@ struct tcpstore_store::state {
   }
 
   void loop() {
-    std::unique_lock lk(mutex);
-    while (!stop) {
-      std::deque<std::function<void()>> todo;
-      todo.swap(tasks);
-      lk.unlock();
-      for (auto& t : todo) t();
+    while (!tasks.stopped()) {
+      tasks.run();
       // Pending fetches: at most ~50 ms of probing per pass, as NIXL.
       auto pass_end = clock::now() + 50ms;
       for (auto it = waiters.begin(); it != waiters.end() && clock::now() < pass_end;) {
@@ -136,21 +107,10 @@ struct tcpstore_store::state {
         if (probe(*cur)) waiters.erase(cur);
       }
       expire(clock::now());
-      lk.lock();
-      if (!waiters.empty()) {
-        wake.wait_for(lk, 10ms, [this] { return stop || !tasks.empty(); });
-      } else {
-        wake.wait(lk, [this] { return stop || !tasks.empty(); });
-      }
+      tasks.wait(waiters.empty() ? 0ms : 10ms);
     }
-    std::deque<std::function<void()>> todo;
-    todo.swap(tasks);
-    lk.unlock();
-    for (auto& t : todo) t();
-    for (auto& w : waiters)
-      w.done.set_exception(
-          make_error(status::canceled, "metadata exchange stopped while waiting for " + w.key));
-    waiters.clear();
+    tasks.run();
+    cancel_waiters(waiters);
   }
 };
 
@@ -170,11 +130,7 @@ tcpstore_store::tcpstore_store(const context& ctx) : s_(std::make_unique<state>(
 
 tcpstore_store::~tcpstore_store() {
   auto& m = *s_;
-  {
-    std::lock_guard lk(m.mutex);
-    m.stop = true;
-  }
-  m.wake.notify_one();
+  m.tasks.stop();
   if (m.worker.joinable()) m.worker.join();
 }
 
@@ -183,21 +139,22 @@ std::future<void> tcpstore_store::publish(std::string_view label, std::string bl
   check_name("label", "send_local_metadata", label);
   check_name("agent name", "send_local_metadata", m.name);
   if (blob.empty()) nixl::raise(status::invalid_param, "send_local_metadata: empty metadata blob");
-  return m.post([&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
-    std::string k = tcpstore_key(label, m.name);
-    m.published.insert(k);  // remembered even when the SET fails, so invalidate deletes it
-    m.client.set(k, blob);
-    log::debug("metadata (tcpstore): published '{}'", k);
-    p.set_value();
-  });
+  return m.tasks.post(
+      [&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
+        std::string k = tcpstore_key(label, m.name);
+        m.published.insert(k);  // remembered even when the SET fails, so invalidate deletes it
+        m.client.set(k, blob);
+        log::debug("metadata (tcpstore): published '{}'", k);
+        p.set_value();
+      });
 }
 
 std::future<void> tcpstore_store::fetch(std::string_view agent, std::string_view label) {
   auto& m = *s_;
   check_name("agent name", "fetch_remote_metadata", agent);
   check_name("label", "fetch_remote_metadata", label);
-  return m.post([&m, agent = std::string(agent),
-                 label = std::string(label)](std::promise<void>& p) {
+  return m.tasks.post([&m, agent = std::string(agent),
+                       label = std::string(label)](std::promise<void>& p) {
     state::waiter w;
     w.agent = agent;
     w.label = label;
@@ -211,7 +168,7 @@ std::future<void> tcpstore_store::fetch(std::string_view agent, std::string_view
 std::future<void> tcpstore_store::unpublish() {
   auto& m = *s_;
   check_name("agent name", "invalidate_local_metadata", m.name);
-  return m.post([&m](std::promise<void>& p) {
+  return m.tasks.post([&m](std::promise<void>& p) {
     // No recursive delete: each key we published; on error the rest stays for a retry.
     for (auto it = m.published.begin(); it != m.published.end();) {
       m.client.remove(*it);

@@ -1,5 +1,6 @@
 // Constants and enums of nixl._bindings, with NIXL's names and values.
 
+#include <cstddef>
 #include <string>
 
 #include "module.hpp"
@@ -18,6 +19,18 @@ void compare_with_ints(py::enum_<E>& e) {
   e.attr("__ne__") = py::cpp_function(
       [](const py::object& a, const py::object& b) { return b.is_none() || !py::int_(a).equal(b); },
       py::name("__ne__"), py::is_method(e), py::arg("other"));
+}
+
+/// Every value of a name table under its name, in the table's order or (`descending`) reversed.
+template <class E, std::size_t N>
+void add_values(py::enum_<E>& e, const nixl::detail::enum_names<E, N>& names,
+                bool descending = false) {
+  for (std::size_t k = 0; k < N; ++k) {
+    const std::size_t i = descending ? N - 1 - k : k;
+    const std::string name(names.names[i]);
+    e.value(name.c_str(), names.at(i));
+  }
+  e.export_values();
 }
 
 }  // namespace
@@ -45,12 +58,7 @@ void bind_enums(py::module_& m) {
       .export_values();
 
   py::enum_<mem_kind> mem_enum(m, "nixl_mem_t");
-  mem_enum.value("DRAM_SEG", mem_kind::dram)
-      .value("VRAM_SEG", mem_kind::vram)
-      .value("BLK_SEG", mem_kind::block)
-      .value("OBJ_SEG", mem_kind::object)
-      .value("FILE_SEG", mem_kind::file)
-      .export_values();
+  add_values(mem_enum, mem_kind_nixl_names);
   compare_with_ints(mem_enum);
 
   py::enum_<xfer_op> op_enum(m, "nixl_xfer_op_t");
@@ -61,22 +69,9 @@ void bind_enums(py::module_& m) {
       .value("NIXL_COST_ANALYTICAL_BACKEND", cost_method::analytical_backend)
       .export_values();
 
+  // NIXL's order (in progress, success, then the errors from -1 down), names from the core.
   py::enum_<status> status_enum(m, "nixl_status_t");
-  status_enum.value("NIXL_IN_PROG", status::in_progress)
-      .value("NIXL_SUCCESS", status::success)
-      .value("NIXL_ERR_NOT_POSTED", status::not_posted)
-      .value("NIXL_ERR_INVALID_PARAM", status::invalid_param)
-      .value("NIXL_ERR_BACKEND", status::backend)
-      .value("NIXL_ERR_NOT_FOUND", status::not_found)
-      .value("NIXL_ERR_MISMATCH", status::mismatch)
-      .value("NIXL_ERR_NOT_ALLOWED", status::not_allowed)
-      .value("NIXL_ERR_REPOST_ACTIVE", status::repost_active)
-      .value("NIXL_ERR_UNKNOWN", status::unknown)
-      .value("NIXL_ERR_NOT_SUPPORTED", status::not_supported)
-      .value("NIXL_ERR_REMOTE_DISCONNECT", status::remote_disconnect)
-      .value("NIXL_ERR_CANCELED", status::canceled)
-      .value("NIXL_ERR_NO_TELEMETRY", status::no_telemetry)
-      .export_values();
+  add_values(status_enum, status_names, true);
   compare_with_ints(status_enum);
 }
 

@@ -46,6 +46,20 @@ def wait_done(agent, handle, timeout=10.0):
             pytest.fail("transfer did not complete")
 
 
+def write_after_exchange(user, owner, src, dst, tag):
+    """Sends `user`'s full metadata to `owner` through the central store, then WRITEs `src` to
+    `dst` (owner's, already known to `user`) with notification `tag` and waits for both ends."""
+    user.send_local_metadata()
+    owner.fetch_remote_metadata(user.name)
+    wait_for(lambda: owner.check_remote_metadata(user.name), what="user's full metadata")
+
+    h = user.initialize_xfer("WRITE", src.trim(), dst.trim(), owner.name, tag)
+    user.transfer(h)
+    assert wait_done(user, h) == "DONE"
+    wait_for(lambda: owner.check_remote_xfer_done(user.name, tag), what="notification")
+    h.release()
+
+
 _counter = [0]
 
 

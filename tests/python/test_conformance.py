@@ -24,7 +24,7 @@ from nixl._api import (
     nixl_xfer_handle,
 )
 
-from conftest import needs_posix, needs_ucx, wait_done, wait_for
+from conftest import needs_posix, needs_ucx, wait_done, wait_for, write_after_exchange
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -607,16 +607,8 @@ def test_partial_metadata_through_etcd(etcd_endpoint, monkeypatch, unique_name):
     user.fetch_remote_metadata(owner.name, label="part-2")
     wait_for(lambda: user.check_remote_metadata(owner.name, reg2.trim()), what="second part")
 
-    user.send_local_metadata()
-    owner.fetch_remote_metadata(user.name)
-    wait_for(lambda: owner.check_remote_metadata(user.name), what="user's full metadata")
-
-    h = user.initialize_xfer("WRITE", src.trim(), reg2.trim(), owner.name, b"via-etcd")
-    user.transfer(h)
-    assert wait_done(user, h) == "DONE"
-    wait_for(lambda: owner.check_remote_xfer_done(user.name, b"via-etcd"), what="notification")
+    write_after_exchange(user, owner, src, reg2, b"via-etcd")
     assert np.array_equal(second, data)
-    h.release()
 
     owner.invalidate_local_metadata()
     wait_for(lambda: not user.check_remote_metadata(owner.name), timeout=20, what="invalidation")

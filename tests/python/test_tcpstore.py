@@ -12,7 +12,7 @@ import pytest
 
 from nixl._api import nixl_agent
 
-from conftest import needs_ucx, wait_done, wait_for
+from conftest import needs_ucx, wait_for, write_after_exchange
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(os.path.dirname(HERE), "metadata", "tcpstore_server.py")
@@ -56,16 +56,8 @@ def test_metadata_through_tcpstore(tcpstore_endpoint, monkeypatch, unique_name):
     user.fetch_remote_metadata(owner.name, label="part-1")
     wait_for(lambda: user.check_remote_metadata(owner.name, reg.trim()), what="partial metadata")
 
-    user.send_local_metadata()
-    owner.fetch_remote_metadata(user.name)
-    wait_for(lambda: owner.check_remote_metadata(user.name), what="user's full metadata")
-
-    h = user.initialize_xfer("WRITE", src.trim(), reg.trim(), owner.name, b"via-tcpstore")
-    user.transfer(h)
-    assert wait_done(user, h) == "DONE"
-    wait_for(lambda: owner.check_remote_xfer_done(user.name, b"via-tcpstore"), what="notification")
+    write_after_exchange(user, owner, src, reg, b"via-tcpstore")
     assert np.array_equal(dst, data)
-    h.release()
 
     # Peers are not told (no watch in a TCPStore): they drop the agent themselves.
     owner.invalidate_local_metadata()

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include <nixl/detail/enum_names.hpp>
 #include <nixl/detail/params.hpp>
 
 namespace nixl::gds {
@@ -49,15 +50,9 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
 }  // namespace
 
 std::string to_string(compat_setting s) {
-  switch (s) {
-    case compat_setting::on:
-      return "true";
-    case compat_setting::off:
-      return "false";
-    case compat_setting::automatic:
-      break;
-  }
-  return "auto";
+  static constexpr auto names =
+      nixl::detail::make_enum_names<compat_setting>({"auto", "true", "false"}, "auto");
+  return std::string(names(s));
 }
 
 bool resolve_compat(compat_setting s, std::string_view module_dir) {

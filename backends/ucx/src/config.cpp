@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <nixl/detail/enum_names.hpp>
 #include <nixl/detail/params.hpp>
 #include <nixl/log.hpp>
 
@@ -58,15 +59,9 @@ std::string net_devices(std::string_view list) {
 }  // namespace
 
 std::string_view to_string(error_mode m) noexcept {
-  switch (m) {
-    case error_mode::automatic:
-      return "auto";
-    case error_mode::peer:
-      return "peer";
-    case error_mode::none:
-      return "none";
-  }
-  return "auto";
+  static constexpr auto names =
+      nixl::detail::make_enum_names<error_mode>({"auto", "peer", "none"}, "auto");
+  return names(m);
 }
 
 config config::from_params(const params& p) {

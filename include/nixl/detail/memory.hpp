@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nixl/detail/enum_names.hpp>
 #include <nixl/detail/status.hpp>
 
 namespace nixl {
@@ -25,38 +26,20 @@ enum class mem_kind : std::uint8_t { dram = 0, vram = 1, block = 2, object = 3, 
 
 inline constexpr std::size_t mem_kind_count = 5;
 
+/// Names of the kinds: lower-case ("dram", ...) and NIXL's ("DRAM_SEG", ...).
+inline constexpr auto mem_kind_names =
+    detail::make_enum_names<mem_kind>({"dram", "vram", "block", "object", "file"}, "invalid");
+inline constexpr auto mem_kind_nixl_names = detail::make_enum_names<mem_kind>(
+    {"DRAM_SEG", "VRAM_SEG", "BLK_SEG", "OBJ_SEG", "FILE_SEG"}, "BAD_SEG");
+
 /// Lower-case name of a kind ("dram", "vram", "block", "object", "file").
 constexpr std::string_view to_string(mem_kind k) noexcept {
-  switch (k) {
-    case mem_kind::dram:
-      return "dram";
-    case mem_kind::vram:
-      return "vram";
-    case mem_kind::block:
-      return "block";
-    case mem_kind::object:
-      return "object";
-    case mem_kind::file:
-      return "file";
-  }
-  return "invalid";
+  return mem_kind_names(k);
 }
 
 /// NIXL's name of a kind ("DRAM_SEG", ...).
 constexpr std::string_view nixl_name(mem_kind k) noexcept {
-  switch (k) {
-    case mem_kind::dram:
-      return "DRAM_SEG";
-    case mem_kind::vram:
-      return "VRAM_SEG";
-    case mem_kind::block:
-      return "BLK_SEG";
-    case mem_kind::object:
-      return "OBJ_SEG";
-    case mem_kind::file:
-      return "FILE_SEG";
-  }
-  return "BAD_SEG";
+  return mem_kind_nixl_names(k);
 }
 
 /// True when `v` is the value of a known kind (for bytes read from a peer).

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <nixl/detail/enum_names.hpp>
+
 namespace nixl {
 
 /// Result of hot-path calls. Values are NIXL's `nixl_status_t` codes.
@@ -29,40 +31,22 @@ enum class status : std::int32_t {
   no_telemetry = -12,
 };
 
+/// NIXL's names of the statuses, from `no_telemetry` (-12) up to `in_progress` (1).
+inline constexpr auto status_names = detail::make_enum_names<status>(
+    {"NIXL_ERR_NO_TELEMETRY", "NIXL_ERR_CANCELED", "NIXL_ERR_REMOTE_DISCONNECT",
+     "NIXL_ERR_NOT_SUPPORTED", "NIXL_ERR_UNKNOWN", "NIXL_ERR_REPOST_ACTIVE", "NIXL_ERR_NOT_ALLOWED",
+     "NIXL_ERR_MISMATCH", "NIXL_ERR_NOT_FOUND", "NIXL_ERR_BACKEND", "NIXL_ERR_INVALID_PARAM",
+     "NIXL_ERR_NOT_POSTED", "NIXL_SUCCESS", "NIXL_IN_PROG"},
+    "NIXL_ERR_UNKNOWN", static_cast<std::int32_t>(status::no_telemetry));
+
 /// NIXL's name of a status (`"NIXL_SUCCESS"`, `"NIXL_ERR_NOT_FOUND"`, ...).
 constexpr std::string_view to_string(status s) noexcept {
-  switch (s) {
-    case status::in_progress:
-      return "NIXL_IN_PROG";
-    case status::success:
-      return "NIXL_SUCCESS";
-    case status::not_posted:
-      return "NIXL_ERR_NOT_POSTED";
-    case status::invalid_param:
-      return "NIXL_ERR_INVALID_PARAM";
-    case status::backend:
-      return "NIXL_ERR_BACKEND";
-    case status::not_found:
-      return "NIXL_ERR_NOT_FOUND";
-    case status::mismatch:
-      return "NIXL_ERR_MISMATCH";
-    case status::not_allowed:
-      return "NIXL_ERR_NOT_ALLOWED";
-    case status::repost_active:
-      return "NIXL_ERR_REPOST_ACTIVE";
-    case status::unknown:
-      return "NIXL_ERR_UNKNOWN";
-    case status::not_supported:
-      return "NIXL_ERR_NOT_SUPPORTED";
-    case status::remote_disconnect:
-      return "NIXL_ERR_REMOTE_DISCONNECT";
-    case status::canceled:
-      return "NIXL_ERR_CANCELED";
-    case status::no_telemetry:
-      return "NIXL_ERR_NO_TELEMETRY";
-  }
-  return "NIXL_ERR_UNKNOWN";
+  return status_names(s);
 }
+
+static_assert(to_string(status::success) == "NIXL_SUCCESS" &&
+              to_string(status::in_progress) == "NIXL_IN_PROG" &&
+              to_string(status::no_telemetry) == "NIXL_ERR_NO_TELEMETRY");
 
 /// True for `success` and `in_progress`, the two states that are not errors.
 constexpr bool ok(status s) noexcept {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <nixl/detail/completion.hpp>
+#include <nixl/detail/enum_names.hpp>
 #include <nixl/detail/status.hpp>
 
 namespace nixl::posix::detail {
@@ -25,15 +26,8 @@ enum class engine_kind : std::uint8_t { uring = 0, aio = 1, posix = 2 };
 
 /// NIXL-style name of an engine ("URING", "AIO", "POSIX").
 constexpr std::string_view to_string(engine_kind k) noexcept {
-  switch (k) {
-    case engine_kind::uring:
-      return "URING";
-    case engine_kind::aio:
-      return "AIO";
-    case engine_kind::posix:
-      return "POSIX";
-  }
-  return "?";
+  constexpr auto names = nixl::detail::make_enum_names<engine_kind>({"URING", "AIO", "POSIX"}, "?");
+  return names(k);
 }
 
 struct io_batch;

@@ -7,9 +7,12 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nixl/log.hpp>
@@ -140,19 +143,32 @@ const library& library::load(std::string_view path_in, std::string_view who) {
   }
   library lib{};
   lib.path = path;
-  bind(h, lib.cuFileDriverOpen, "cuFileDriverOpen", path, who);
-  bind(h, lib.cuFileDriverClose, "cuFileDriverClose_v2", path, who);
-  bind(h, lib.cuFileHandleRegister, "cuFileHandleRegister", path, who);
-  bind(h, lib.cuFileHandleDeregister, "cuFileHandleDeregister", path, who);
-  bind(h, lib.cuFileBufRegister, "cuFileBufRegister", path, who);
-  bind(h, lib.cuFileBufDeregister, "cuFileBufDeregister", path, who);
-  bind(h, lib.cuFileRead, "cuFileRead", path, who);
-  bind(h, lib.cuFileWrite, "cuFileWrite", path, who);
-  bind(h, lib.cuFileBatchIOSetUp, "cuFileBatchIOSetUp", path, who);
-  bind(h, lib.cuFileBatchIOSubmit, "cuFileBatchIOSubmit", path, who);
-  bind(h, lib.cuFileBatchIOGetStatus, "cuFileBatchIOGetStatus", path, who);
-  bind(h, lib.cuFileBatchIOCancel, "cuFileBatchIOCancel", path, who);
-  bind(h, lib.cuFileBatchIODestroy, "cuFileBatchIODestroy", path, who);
+  // The table's entry points and their symbols, in the same order.
+  constexpr const char* symbols[] = {"cuFileDriverOpen",
+                                     "cuFileDriverClose_v2",
+                                     "cuFileHandleRegister",
+                                     "cuFileHandleDeregister",
+                                     "cuFileBufRegister",
+                                     "cuFileBufDeregister",
+                                     "cuFileRead",
+                                     "cuFileWrite",
+                                     "cuFileBatchIOSetUp",
+                                     "cuFileBatchIOSubmit",
+                                     "cuFileBatchIOGetStatus",
+                                     "cuFileBatchIOCancel",
+                                     "cuFileBatchIODestroy"};
+  auto slots =
+      std::tie(lib.cuFileDriverOpen, lib.cuFileDriverClose, lib.cuFileHandleRegister,
+               lib.cuFileHandleDeregister, lib.cuFileBufRegister, lib.cuFileBufDeregister,
+               lib.cuFileRead, lib.cuFileWrite, lib.cuFileBatchIOSetUp, lib.cuFileBatchIOSubmit,
+               lib.cuFileBatchIOGetStatus, lib.cuFileBatchIOCancel, lib.cuFileBatchIODestroy);
+  static_assert(std::tuple_size_v<decltype(slots)> == std::size(symbols));
+  std::apply(
+      [&](auto&... slot) {
+        std::size_t i = 0;
+        (bind(h, slot, symbols[i++], path, who), ...);
+      },
+      slots);
   // The handle is never closed: a table handed out stays valid for the process.
   return loaded.emplace(path, std::move(lib)).first->second;
 }

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <nixl/detail/hex.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::obj::detail {
@@ -34,14 +35,7 @@ digest hmac_sha256(std::span<const unsigned char> key, std::string_view data) {
 }
 
 std::string hex(std::span<const unsigned char> bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s;
-  s.reserve(bytes.size() * 2);
-  for (unsigned char b : bytes) {
-    s.push_back(digits[b >> 4]);
-    s.push_back(digits[b & 15]);
-  }
-  return s;
+  return nixl::detail::to_hex({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
 }
 
 std::string base64(std::span<const unsigned char> bytes) {

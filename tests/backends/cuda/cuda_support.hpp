@@ -12,6 +12,7 @@
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/cuda.hpp>
+#include <nixl/detail/hex.hpp>
 
 namespace cuda_test {
 
@@ -94,16 +95,7 @@ inline bool wait_notif(agent& a, const std::string& from, const std::string& msg
   return false;
 }
 
-inline std::string to_hex(std::string_view s) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() * 2);
-  for (unsigned char c : s) {
-    out.push_back(d[c >> 4]);
-    out.push_back(d[c & 15]);
-  }
-  return out;
-}
+using nixl::detail::to_hex;
 inline std::string from_hex(std::string_view h) {
   auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
   std::string out(h.size() / 2, '\0');

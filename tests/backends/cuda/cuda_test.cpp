@@ -13,6 +13,7 @@
 using nixl::status;
 using nixl::cuda::backend;
 using namespace cuda_test;
+using nixl::test::what_of;
 
 namespace {
 using nixl::test::code_of;
@@ -25,15 +26,12 @@ std::span<const std::byte> bytes(const std::string& s) {
 }  // namespace
 
 TEST_CASE("cuda: the backend satisfies the layered contract", "[cuda]") {
-  STATIC_REQUIRE(nixl::backend<backend>);
-  STATIC_REQUIRE(nixl::loopback_backend<backend>);
-  STATIC_REQUIRE(nixl::remote_backend<backend>);
-  STATIC_REQUIRE(nixl::notifying_backend<backend>);
-  STATIC_REQUIRE(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t>);
-  STATIC_REQUIRE(nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
-  STATIC_REQUIRE(nixl::backend_for<backend, nixl::dram_t, nixl::vram_t>);
-  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
+  using nixl::dram_t, nixl::vram_t, nixl::file_t, nixl::route;
+  STATIC_REQUIRE(nixl::loopback_backend<backend> && nixl::remote_backend<backend> &&
+                 nixl::notifying_backend<backend>);
+  STATIC_REQUIRE(nixl::backend_for_all<backend, route<vram_t, vram_t>, route<vram_t, dram_t>,
+                                       route<dram_t, vram_t>>);
+  STATIC_REQUIRE(nixl::backend_for_none<backend, route<dram_t, dram_t>, route<vram_t, file_t>>);
   STATIC_REQUIRE(backend::name == "CUDA");
 }
 
@@ -255,16 +253,6 @@ TEST_CASE("cuda: peers on another host, and DRAM of another process, are refused
 }
 
 namespace {
-/// The message of the nixl::error `f` throws ("" when it throws none).
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.what();
-  }
-  return {};
-}
 void put_le(std::string& b, std::size_t at, std::uint64_t v, int n) {
   for (int i = 0; i < n; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
@@ -284,7 +272,7 @@ TEST_CASE("cuda: connection info from a peer is bounded and checked", "[cuda]") 
   for (std::size_t n = 0; n < info.size(); ++n)
     CHECK(load(info.substr(0, n)) == status::invalid_param);
   CHECK(load(info + "z") == status::invalid_param);
-  CHECK(message_of([&] { (void)b.load_peer("short", bytes(info.substr(0, 12))); })
+  CHECK(what_of([&] { (void)b.load_peer("short", bytes(info.substr(0, 12))); })
             .find("connection info of agent 'short' is malformed (12 bytes: CUDA connection "
                   "info: truncated") != std::string::npos);
   // magic and version
@@ -296,7 +284,7 @@ TEST_CASE("cuda: connection info from a peer is bounded and checked", "[cuda]") 
   auto c = split(info);
   c.version = 1;
   CHECK(load(join(c)) == status::mismatch);
-  CHECK(message_of([&] { (void)b.load_peer("v1", bytes(join(c))); }).find("wire version 1") !=
+  CHECK(what_of([&] { (void)b.load_peer("v1", bytes(join(c))); }).find("wire version 1") !=
         std::string::npos);
   // lengths: the boot id's above its limit, the socket name empty or too long
   std::string x = info;
@@ -372,7 +360,7 @@ TEST_CASE("cuda: region data from a peer is bounded and checked", "[cuda]") {
     x[i] = static_cast<char>(x[i] ^ 0x04);
     CHECK(load(x) == status::invalid_param);
   }
-  CHECK(message_of([&] {
+  CHECK(what_of([&] {
           (void)b.unpack(p, nixl::mem_kind::dram, d, bytes(good.substr(0, 99)));
         }).find("region of agent 'peer' is malformed (99 bytes") != std::string::npos);
   // it must describe the descriptor it comes with: kind, address, length

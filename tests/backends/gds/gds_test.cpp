@@ -61,6 +61,13 @@ struct fake {
   void set(const char* k, long v) const { set_(k, v); }
 };
 
+/// The fake, a scratch folder and the file `data` in it, open read-write: most tests start here.
+struct data_file {
+  fake f;
+  scratch tmp;
+  fd_guard fd{::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600)};
+};
+
 // GDS: DRAM through the batch API, so that the fake's batch path is what these tests drive
 // (the default, synchronous DRAM, has its own test).
 template <class B>
@@ -151,10 +158,8 @@ TEMPLATE_TEST_CASE("gds: DRAM <-> file, chunked at max_request_size", "[gds]", g
   CHECK(f.get("in_flight") == 0);
 }
 
-TEST_CASE("gds: a small pool carries many batches, reusing its handles", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: a small pool carries many batches, reusing its handles",
+                 "[gds]") {
   auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "2"}, {"batch_limit", "4"}}));
   CHECK(b.pool_size() == 2);
   buffer src(1000 * 4096), dst(1000 * 4096);
@@ -173,10 +178,8 @@ TEST_CASE("gds: a small pool carries many batches, reusing its handles", "[gds]"
   CHECK(b.free_batches() == 2);
 }
 
-TEST_CASE("gds: a full batch pool gives a clear status at once, never a hang", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: a full batch pool gives a clear status at once, never a hang",
+                 "[gds]") {
   auto b = make<gds_b>(p<gds_b>({{"batch_pool_size", "1"}, {"batch_limit", "4"}}));
   buffer src(8 * 4096);
   src.fill(5);
@@ -200,10 +203,7 @@ TEST_CASE("gds: a full batch pool gives a clear status at once, never a hang", "
   CHECK(b.release(c) == nixl::status::success);
 }
 
-TEST_CASE("gds: release of a request in flight cancels it", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "data").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: release of a request in flight cancels it", "[gds]") {
   buffer src(64 * 4096);
   src.fill(6);
   SECTION("GDS: the batches are canceled and their handles return to the pool") {
@@ -422,10 +422,8 @@ TEMPLATE_TEST_CASE("gds: VRAM without a GPU is refused at registration", "[gds]"
   CHECK_THROWS_AS(b.register_region(nixl::mem_kind::vram, {{4096, 4096, 0}, ""}), nixl::error);
 }
 
-TEST_CASE("gds: DRAM moves with synchronous calls by default, not the batch API", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "sync").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: DRAM moves with synchronous calls by default, not the batch API",
+                 "[gds]") {
   auto b = make<gds_b>(params_for<gds_b>(lib, {{"batch_limit", "4"}}));
   const std::size_t count = 10, len = 8192;
   buffer src(count * len), dst(count * len);
@@ -739,10 +737,8 @@ TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_siz
   CHECK((batch ? f.get("max_entry") : f.get("max_sync")) == static_cast<long>(pt.chunk));
 }
 
-TEST_CASE("gds: a request keeps at most max_inflight batch entries in flight", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "inflight").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: a request keeps at most max_inflight batch entries in flight",
+                 "[gds]") {
   constexpr std::size_t count = 1000, len = 4096;
   buffer src(count * len), dst(count * len);
   src.fill(44);
@@ -808,10 +804,8 @@ TEST_CASE("gds: a request keeps at most max_inflight batch entries in flight", "
   }
 }
 
-TEST_CASE("gds: GDS_MT hands each chunk to the thread that went idle last", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "lifo").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: GDS_MT hands each chunk to the thread that went idle last",
+                 "[gds]") {
   auto b = make<mt_b>(p<mt_b>({{"thread_count", "8"}, {"max_request_size", "4096"}}));
   buffer src(64 * 1024);
   src.fill(8);
@@ -837,10 +831,8 @@ TEST_CASE("gds: GDS_MT hands each chunk to the thread that went idle last", "[gd
   CHECK(b.idle_threads() == 8);  // a finished request leaves every thread idle
 }
 
-TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "many").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file, "gds: GDS_MT with many requests: queued, canceled, released in flight",
+                 "[gds]") {
   constexpr std::size_t count = 1000, len = 4096;
   buffer src(count * len), dst(count * len);
   src.fill(77);
@@ -899,10 +891,9 @@ TEST_CASE("gds: GDS_MT with many requests: queued, canceled, released in flight"
   }
 }
 
-TEST_CASE("gds: DRAM moved synchronously keeps max_request_size in compatibility mode", "[gds]") {
-  fake f;
-  scratch tmp;
-  fd_guard fd(::open((tmp / "dram").c_str(), O_RDWR | O_CREAT, 0600));
+TEST_CASE_METHOD(data_file,
+                 "gds: DRAM moved synchronously keeps max_request_size in compatibility mode",
+                 "[gds]") {
   // dram_batch false (the default): post() moves DRAM chunks one after the other itself.
   auto b = make<gds_b>(params_for<gds_b>(
       lib,

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nixl/agent.hpp>
@@ -98,6 +99,15 @@ struct store_rig : agent_rig<typename Store::backend> {
   typename Store::backend& be() { return this->ag.template get_backend<typename Store::backend>(); }
   std::vector<std::optional<nixl::params>> query(const nixl::reg_dlist& q) {
     return this->ag.query_memory(q, {{Store::name}});
+  }
+  /// Registers `buf` and the object `key`, then moves all of `buf` one way: status and message.
+  std::pair<nixl::status, std::string> transfer(nixl::xfer_op op, std::vector<std::byte>& buf,
+                                                const std::string& key) {
+    const auto devs = this->objects({key});
+    this->memory(buf);
+    auto x = this->request(op, buf, {{0, devs[0], 0, buf.size()}});
+    const nixl::status st = run(x);
+    return {st, this->message(x)};
   }
 };
 
@@ -213,11 +223,8 @@ NIXL_STORE_TEST_CASE("a missing object, a wrong key and a missing container say 
   std::vector<std::byte> buf(4096);
   {  // missing object
     store_rig<Store> r(Store::params(srv.endpoint()));
-    const auto devs = r.objects({"never-written"});
-    r.memory(buf);
-    auto rd = r.request(nixl::xfer_op::read, buf, {{0, devs[0], 0, buf.size()}});
-    CHECK(run(rd) == nixl::status::not_found);
-    const std::string m = r.message(rd);
+    const auto [st, m] = r.transfer(nixl::xfer_op::read, buf, "never-written");
+    CHECK(st == nixl::status::not_found);
     INFO(m);
     CHECK(contains(m, Store::words.missing_key_code));
     CHECK(contains(m, Store::words.missing_key_text));
@@ -227,11 +234,8 @@ NIXL_STORE_TEST_CASE("a missing object, a wrong key and a missing container say 
     auto p = Store::params(srv.endpoint());
     p[Store::words.key_param] = Store::words.wrong_key;
     store_rig<Store> r(p, false);
-    const auto devs = r.objects({"k"});
-    r.memory(buf);
-    auto w = r.request(nixl::xfer_op::write, buf, {{0, devs[0], 0, buf.size()}});
-    CHECK(run(w) == nixl::status::not_allowed);
-    const std::string m = r.message(w);
+    const auto [st, m] = r.transfer(nixl::xfer_op::write, buf, "k");
+    CHECK(st == nixl::status::not_allowed);
     INFO(m);
     CHECK(contains(m, Store::words.wrong_key_text));
     CHECK(contains(m, Store::words.wrong_key_hint));
@@ -243,12 +247,10 @@ NIXL_STORE_TEST_CASE("a missing object, a wrong key and a missing container say 
     auto p = Store::params(srv.endpoint());
     p[Store::words.container_param] = "no-such-container";
     store_rig<Store> r(p, false);
-    const auto devs = r.objects({"k"});
-    r.memory(buf);
-    auto w = r.request(nixl::xfer_op::write, buf, {{0, devs[0], 0, buf.size()}});
-    CHECK(run(w) == nixl::status::not_found);
-    INFO(r.message(w));
-    CHECK(contains(r.message(w), Store::words.missing_container_code));
+    const auto [st, m] = r.transfer(nixl::xfer_op::write, buf, "k");
+    CHECK(st == nixl::status::not_found);
+    INFO(m);
+    CHECK(contains(m, Store::words.missing_container_code));
   }
   {  // bad parameters: no container, a deadline that is not a number
     nixl::agent<typename Store::backend> ag("bad");

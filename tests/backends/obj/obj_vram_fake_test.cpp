@@ -97,16 +97,10 @@ void many_and_ranges() {
   p["vram_staging_bytes"] = "16777216";
   vrig<K, vbuf> r(p);
   constexpr std::size_t small = (1u << 20) + 1, count = 40, big = 20u << 20;
-  const auto [wp, rp] = r.many("fv-many/", count, small, big);
   const std::size_t total = count * small + big;
   const auto data = pattern(total, 9);
   vbuf src(total), dst(total);
-  src.put(data);
-  r.vram(src);
-  r.vram(dst);
-  auto w = r.vrequest(nixl::xfer_op::write, src, wp);
-  REQUIRE(run(w, 120s) == nixl::status::success);
-  auto rd = r.vrequest(nixl::xfer_op::read, dst, rp);
+  auto [wp, w, rd] = r.write_many("fv-many/", count, small, big, data, src, dst);
   for (int round = 0; round < 2; ++round) {
     INFO("round " << round);
     std::memset(dst.data(), 0, total);

@@ -118,16 +118,10 @@ void many_descriptors() {
   vrig<K, gpu_buf> r(p);
   // 48 objects of 1 MiB + 1 B and one of 20 MiB (multipart) from one VRAM buffer.
   constexpr std::size_t small = (1u << 20) + 1, count = 48, big = 20u << 20;
-  const auto [w_pieces, r_pieces] = r.many("vram-many/", count, small, big);
   const std::size_t total = count * small + big;
   const auto data = pattern(total, 5);
   gpu_buf src(total), dst(total);
-  src.put(data);
-  r.vram(src);
-  r.vram(dst);
-  auto w = r.vrequest(nixl::xfer_op::write, src, w_pieces);
-  REQUIRE(run(w, 120s) == nixl::status::success);
-  auto rd = r.vrequest(nixl::xfer_op::read, dst, r_pieces);
+  auto [w_pieces, w, rd] = r.write_many("vram-many/", count, small, big, data, src, dst);
   for (int round = 0; round < 2; ++round) {  // the same request posted again
     INFO("round " << round);
     must(cudaMemset(dst.p, 0, total), "cudaMemset");

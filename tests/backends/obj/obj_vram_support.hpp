@@ -4,6 +4,7 @@
 // agent with VRAM requests over any buffer type with `addr(offset)` and `n`.
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,20 @@ struct vrig : agent_rig<typename K::backend> {
     for (std::size_t i = 0; i < count; ++i)
       r.push_back({big + i * small, devs[count - 1 - i], 0, small});
     return {w, r};
+  }
+
+  /// many()'s objects written from `src` (filled with `data` first, as are the objects then):
+  /// returns (write pieces, the finished WRITE, the READ of them all into `dst`, not posted).
+  auto write_many(const std::string& keys_prefix, std::size_t count, std::size_t small,
+                  std::size_t big, const std::vector<std::byte>& data, Buf& src, Buf& dst) {
+    auto [w_pieces, r_pieces] = many(keys_prefix, count, small, big);
+    src.put(data);
+    vram(src);
+    vram(dst);
+    auto w = vrequest(nixl::xfer_op::write, src, w_pieces);
+    REQUIRE(run(w, 120s) == nixl::status::success);
+    auto rd = vrequest(nixl::xfer_op::read, dst, r_pieces);
+    return std::tuple(std::move(w_pieces), std::move(w), std::move(rd));
   }
 };
 

@@ -11,6 +11,9 @@
 #include <nixl/backends/posix/check.hpp>
 
 #include "nixl_test/catch.hpp"
+#include "nixl_test/errors.hpp"
+
+using nixl::test::what_of;
 
 namespace {
 
@@ -19,20 +22,10 @@ int returns_negated(int err) {
   return -err;
 }
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const nixl::error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 }  // namespace
 
 TEST_CASE("posix check: a libc failure names the call, errno, file and line", "[posix]") {
-  const auto msg =
-      message_of([] { (void)NIXL_POSIX_CHECK(::open("/nonexistent/nixl", O_RDONLY)); });
+  const auto msg = what_of([] { (void)NIXL_POSIX_CHECK(::open("/nonexistent/nixl", O_RDONLY)); });
   CHECK(msg.find("::open(\"/nonexistent/nixl\", O_RDONLY)") != std::string::npos);
   CHECK(msg.find("No such file or directory (errno 2)") != std::string::npos);
   CHECK(msg.find("check_test.cpp:") != std::string::npos);
@@ -51,7 +44,7 @@ TEST_CASE("posix check: -errno results, the status and the hint", "[posix]") {
     CHECK(msg.find("; the fix") != std::string::npos);
   }
   // -1 without errno set is -EPERM in the second convention.
-  CHECK(message_of([] { (void)NIXL_POSIX_CHECK(returns_negated(EPERM)); }).find("(errno 1)") !=
+  CHECK(what_of([] { (void)NIXL_POSIX_CHECK(returns_negated(EPERM)); }).find("(errno 1)") !=
         std::string::npos);
 }
 

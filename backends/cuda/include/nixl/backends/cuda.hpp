@@ -32,6 +32,7 @@
 #include <nixl/backends/cuda/detail/request.hpp>
 #include <nixl/backends/cuda/detail/state.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -221,13 +222,10 @@ inline nixl::status backend::check(request& req) noexcept {
   return req.state.end(nixl::status::success);
 }
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::remote_backend<backend>);
-static_assert(nixl::notifying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::vram_t>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(nixl::loopback_backend<backend> && nixl::remote_backend<backend> &&
+              nixl::notifying_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<vram_t, vram_t>, route<dram_t, vram_t>,
+                                    route<vram_t, dram_t>>);
+static_assert(nixl::backend_for_none<backend, route<dram_t, dram_t>>);
 
 }  // namespace nixl::cuda

@@ -29,6 +29,7 @@
 #include <nixl/backends/gds/detail/common.hpp>
 #include <nixl/backends/gds/detail/file_backend.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -99,14 +100,9 @@ class backend : public detail::file_backend<backend> {
   std::unique_ptr<detail::batch_pool> pool_;
 };
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::querying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
-static_assert(nixl::backend_for<backend, nixl::file_t, nixl::vram_t>);
-static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::vram_t>);
-static_assert(!nixl::backend_for<backend, nixl::file_t, nixl::file_t>);
-static_assert(!nixl::remote_backend<backend>);
+static_assert(nixl::storage_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<dram_t, file_t>, route<vram_t, file_t>,
+                                    route<file_t, vram_t>>);
+static_assert(nixl::backend_for_none<backend, route<dram_t, vram_t>, route<file_t, file_t>>);
 
 }  // namespace nixl::gds

@@ -20,6 +20,7 @@
 #include <nixl/backends/gds/detail/file_backend.hpp>
 #include <nixl/backends/gds/detail/threads.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 
 namespace nixl::gds_mt {
 
@@ -64,12 +65,8 @@ class backend : public gds::detail::file_backend<backend> {
   std::unique_ptr<gds::detail::thread_pool> pool_;
 };
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::querying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
-static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-static_assert(!nixl::remote_backend<backend>);
+static_assert(nixl::storage_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<dram_t, file_t>, route<vram_t, file_t>>);
+static_assert(nixl::backend_for_none<backend, route<dram_t, dram_t>>);
 
 }  // namespace nixl::gds_mt

@@ -9,6 +9,7 @@
 
 #include <nixl/backends/obj/config.hpp>
 #include <nixl/backends/obj/detail/backend.hpp>
+#include <nixl/detail/backend_checks.hpp>
 
 namespace nixl::azure_blob {
 
@@ -25,12 +26,8 @@ struct azure_traits {
 /// The AZURE_BLOB backend (NIXL name "AZURE_BLOB"): DRAM or VRAM <-> Azure block blobs.
 using backend = obj::detail::basic_backend<detail::azure_traits>;
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::querying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
-static_assert(nixl::backend_for<backend, nixl::object_t, nixl::vram_t>);
-static_assert(!nixl::remote_backend<backend>);
+static_assert(nixl::storage_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<dram_t, object_t>, route<vram_t, object_t>,
+                                    route<object_t, vram_t>>);
 
 }  // namespace nixl::azure_blob

@@ -15,6 +15,7 @@
 
 #include <nixl/backends/obj/config.hpp>
 #include <nixl/backends/obj/detail/backend.hpp>
+#include <nixl/detail/backend_checks.hpp>
 
 namespace nixl::obj {
 
@@ -31,15 +32,9 @@ struct s3_traits {
 /// The OBJ backend (NIXL name "OBJ"): DRAM or VRAM <-> S3 objects.
 using backend = detail::basic_backend<detail::s3_traits>;
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::querying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::object_t>);
-static_assert(nixl::backend_for<backend, nixl::object_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::object_t>);
-static_assert(nixl::backend_for<backend, nixl::object_t, nixl::vram_t>);
-static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
-static_assert(!nixl::remote_backend<backend>);
+static_assert(nixl::storage_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<dram_t, object_t>, route<object_t, dram_t>,
+                                    route<vram_t, object_t>, route<object_t, vram_t>>);
+static_assert(nixl::backend_for_none<backend, route<dram_t, dram_t>, route<vram_t, dram_t>>);
 
 }  // namespace nixl::obj

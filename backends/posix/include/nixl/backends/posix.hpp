@@ -22,6 +22,7 @@
 #include <nixl/backends/posix/config.hpp>
 #include <nixl/backends/posix/detail/engine.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/file_region.hpp>
 #include <nixl/log.hpp>
 #include <nixl/memory.hpp>
@@ -138,14 +139,9 @@ class backend {
   detail::engine engine_;  // io_uring, AIO or pread/pwrite, chosen at construction
 };
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::querying_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
-static_assert(nixl::backend_for<backend, nixl::file_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-static_assert(!nixl::backend_for<backend, nixl::file_t, nixl::file_t>);
-static_assert(!nixl::backend_for<backend, nixl::vram_t, nixl::file_t>);
-static_assert(!nixl::remote_backend<backend>);
+static_assert(nixl::storage_backend<backend>);
+static_assert(nixl::backend_for_all<backend, route<dram_t, file_t>, route<file_t, dram_t>>);
+static_assert(nixl::backend_for_none<backend, route<dram_t, dram_t>, route<file_t, file_t>,
+                                     route<vram_t, file_t>>);
 
 }  // namespace nixl::posix

@@ -15,7 +15,7 @@
 # NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
-# "--backend_params ucx_error_handling_mode=peer"). UCX_* variables reach both benchmarks.
+# "--backend_params ucx_error_handling_mode=ucx_peer"). UCX_* variables reach both benchmarks.
 # LIBFABRIC=1 gives each host a second link (eth1) and adds, per round, nixl-bench --backend
 # LIBFABRIC (tcp;ofi_rxm, WRITE or the first of OPS) over one rail (eth0) and two (eth0,eth1),
 # and iperf3 over both links at once (one stream each); multihost_libfabric_table.py sums them up.

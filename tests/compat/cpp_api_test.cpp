@@ -148,6 +148,8 @@ TEST_CASE("compat: agent, plugins and backends", "[compat]") {
     REQUIRE(a.getBackendParams(h, bm, bp) == NIXL_SUCCESS);
     CHECK(bm == mems);
     if (p == "UCX") {
+      // NIXL's value, which programs hand back to createBackend (as above): the fast default
+      CHECK(params.at("ucx_error_handling_mode") == "peer");
       CHECK(h->supportsRemote());
       CHECK(h->supportsNotif());
       CHECK(std::find(bm.begin(), bm.end(), DRAM_SEG) != bm.end());

@@ -60,7 +60,7 @@ std::string net_devices(std::string_view list) {
 
 std::string_view to_string(error_mode m) noexcept {
   static constexpr auto names =
-      nixl::detail::make_enum_names<error_mode>({"auto", "peer", "none"}, "auto");
+      nixl::detail::make_enum_names<error_mode>({"peer", "ucx_peer", "none"}, "peer");
   return names(m);
 }
 
@@ -77,15 +77,17 @@ config config::from_params(const params& p) {
       if (!value.empty()) c.device_list = value;
     } else if (key == "ucx_error_handling_mode") {
       const std::string v = nixl::detail::lower(value);
-      if (v == "auto" || v.empty())
-        c.error_handling = error_mode::automatic;
-      else if (v == "peer" || v == "ucp_err_handling_mode_peer")
+      if (v == "peer" || v == "auto" || v.empty())
         c.error_handling = error_mode::peer;
+      else if (v == "ucx_peer" || v == "ucp_err_handling_mode_peer")
+        c.error_handling = error_mode::ucx_peer;
       else if (v == "none" || v == "ucp_err_handling_mode_none")
         c.error_handling = error_mode::none;
       else
         raise(status::invalid_param,
-              "UCX parameter ucx_error_handling_mode='{}': use auto, peer or none", value);
+              "UCX parameter ucx_error_handling_mode='{}': use peer (the default), ucx_peer or "
+              "none",
+              value);
     } else if (key == "engine_config") {
       parse_engine_config(value);  // validates
       c.engine_config = value;
@@ -126,7 +128,7 @@ params config::to_params() const {
 params backend::default_params() {
   return {{"num_workers", "1"},       {"num_threads", "0"},
           {"split_batch_size", "0"},  {"device_list", ""},
-          {"ucx_devices", ""},        {"ucx_error_handling_mode", "auto"},
+          {"ucx_devices", ""},        {"ucx_error_handling_mode", "peer"},
           {"engine_config", ""},      {"enable_prog_thread", "true"},
           {"progress_spin_us", "50"}, {"host_vram_copy", "cuda"}};
 }

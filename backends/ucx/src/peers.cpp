@@ -130,19 +130,10 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   p->name = std::string(name);
   p->host_copies = rec.host_copies;
   p->owner = this;
-  switch (cfg_.error_handling) {
-    case error_mode::peer:
-      p->ucx_peer_mode = true;
-      break;
-    case error_mode::none:
-      p->ucx_peer_mode = false;
-      break;
-    case error_mode::automatic:
-      // Another host: data in mode `none`, failure detection on an endpoint of its own.
-      p->ucx_peer_mode = false;
-      break;
-  }
-  const bool watch = cfg_.error_handling == error_mode::automatic && !same_host;
+  // Data endpoints in UCX mode `peer` only when asked for (`ucx_peer`); NIXL's `peer` keeps
+  // them in mode `none` and sees a failure through a watch (below).
+  p->ucx_peer_mode = cfg_.error_handling == error_mode::ucx_peer;
+  const bool watch = cfg_.error_handling == error_mode::peer && !same_host;
   // Another agent of this process: watch its backend.
   if (same_process && cfg_.error_handling != error_mode::none) {
     auto& reg = local_registry::get();
@@ -155,7 +146,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       p->failed.store(true);  // that backend is gone already
   }
   // Same host, other process, no UCX peer mode: watch the process itself.
-  if (cfg_.error_handling == error_mode::automatic && same_host && !same_process) {
+  if (cfg_.error_handling == error_mode::peer && same_host && !same_process) {
     const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.id.pid), 0u);
     if (fd >= 0) {
       p->pidfd = static_cast<int>(fd);

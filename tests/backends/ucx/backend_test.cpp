@@ -78,7 +78,15 @@ TEST_CASE("ucx config parses NIXL's parameters") {
   auto back = backend::config::from_params(c.to_params());
   CHECK(back.num_workers == 3);
   CHECK(back.engine_config == c.engine_config);
-  CHECK(backend::config::from_params({}).error_handling == nixl::ucx::error_mode::automatic);
+  // NIXL's `peer` is the default and what the backend reports; `auto` (the earlier name) reads
+  // as it, `ucx_peer` asks for UCX's own mode on the data endpoints
+  CHECK(backend::config::from_params({}).error_handling == nixl::ucx::error_mode::peer);
+  CHECK(backend::config::from_params({{"ucx_error_handling_mode", "auto"}}).error_handling ==
+        nixl::ucx::error_mode::peer);
+  CHECK(backend::config::from_params({{"ucx_error_handling_mode", "UCX_PEER"}}).error_handling ==
+        nixl::ucx::error_mode::ucx_peer);
+  CHECK(backend::default_params().at("ucx_error_handling_mode") == "peer");
+  CHECK(backend::config::from_params({}).to_params().at("ucx_error_handling_mode") == "peer");
   CHECK(code_of([] {
           backend::config::from_params({{"num_workers", "0"}});
         }) == status::invalid_param);

@@ -1,5 +1,5 @@
 // Target process of the two-process UCX tests. Usage:
-//   nixl_ucx_peer <name> <buffer bytes> [--no-thread] [--mode=auto|peer|none] [--alloc]
+//   nixl_ucx_peer <name> <buffer bytes> [--no-thread] [--mode=peer|ucx_peer|none] [--alloc]
 //                 [--vram=<gpu>]
 // --vram (builds with the CUDA toolkit): the buffer is cudaMalloc'ed on <gpu>, registered as VRAM.
 // Writes its metadata to stdout ("MD <len>\n" + bytes), then answers line commands on stdin:
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   bool thread = true;
   bool alloc = false;
   int gpu = -1;
-  std::string mode = "auto";
+  std::string mode = "peer";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-thread") thread = false;

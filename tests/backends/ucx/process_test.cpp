@@ -41,7 +41,7 @@ using nixl::test::wait;
 struct initiator {
   buffer buf{target_size};
   ucx_agent agent;
-  explicit initiator(const std::string& mode = "auto", bool thread = true)
+  explicit initiator(const std::string& mode = "peer", bool thread = true)
       : agent("initiator", [&] {
           nixl::agent_config c;
           c.enable_prog_thread = thread;
@@ -131,7 +131,7 @@ TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notificati
 }
 
 TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a hang") {
-  const std::string mode = GENERATE("auto", "peer");
+  const std::string mode = GENERATE("peer", "ucx_peer");
   const bool in_flight = GENERATE(false, true);
   CAPTURE(mode, in_flight);
   peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size), "--mode=" + mode});

@@ -14,11 +14,15 @@ namespace nixl::ucx {
 
 /// How endpoints detect a peer that went away (`ucx_error_handling_mode`).
 enum class error_mode : std::uint8_t {
-  /// Same host: UCX mode `none` (shared memory and cma stay usable) plus a watch on the peer
-  /// process; other hosts: UCX mode `peer`. The default.
-  automatic = 0,
-  /// UCX mode `peer` everywhere (UCX 1.13 then uses TCP even between processes of one host).
-  peer = 1,
+  /// NIXL's `peer`, the default: a dead peer ends its requests with `remote_disconnect`. The
+  /// data endpoints stay in UCX mode `none` (shared memory, cma and zero-copy puts stay usable)
+  /// and the failure is seen elsewhere: same host, a watch on the peer process; agents of one
+  /// process, the table of live backends; another host, one more endpoint in UCX mode `peer`
+  /// that carries no data. (`auto`, the earlier name, is read as this.)
+  peer = 0,
+  /// UCX mode `peer` on the data endpoints themselves (UCX 1.13 then uses TCP even between
+  /// processes of one host, UCX 1.22 emulates puts between hosts): `ucx_peer`.
+  ucx_peer = 1,
   /// UCX mode `none` and no watch: a dead peer leaves its requests in progress forever.
   none = 2,
 };
@@ -41,8 +45,8 @@ struct config {
   std::size_t split_batch_size = 0;
   /// Network devices, comma separated (`device_list`, alias `ucx_devices`); empty = all.
   std::string device_list;
-  /// Peer failure detection (`ucx_error_handling_mode`: auto, peer, none).
-  error_mode error_handling = error_mode::automatic;
+  /// Peer failure detection (`ucx_error_handling_mode`: peer, ucx_peer, none).
+  error_mode error_handling = error_mode::peer;
   /// UCX settings `KEY=VALUE,KEY=VALUE` without the `UCX_` prefix (`engine_config`).
   std::string engine_config;
   /// After work, the progress thread keeps polling this long before it sleeps on the event fd

@@ -1,32 +1,12 @@
 // The conformance suite: the same behaviour asked of every backend, each on what it moves.
 //
-// A backend is tested by adding it to `backends` below. Which bodies it runs follows from its
-// concepts (remote and notifying: DRAM <-> DRAM between two agents with notifications; DRAM
-// <-> FILE, DRAM <-> OBJ and VRAM on one agent, loopback), and every backend runs the
-// refusals. What a backend needs beyond its defaults (parameters, a server, a GPU) is its
-// `setup<B>` below; a backend whose dependency is missing says why and is skipped, and the
-// last test case fails unless every listed backend ran or said why, and one real backend ran.
-#include <nixl/agent.hpp>
-#if defined(NIXL_HAS_UCX)
-#include <nixl/backends/ucx.hpp>
-#endif
-#if defined(NIXL_HAS_LIBFABRIC)
-#include <nixl/backends/libfabric.hpp>
-#endif
-#if defined(NIXL_HAS_POSIX)
-#include <nixl/backends/posix.hpp>
-#endif
-#if defined(NIXL_HAS_GDS)
-#include <nixl/backends/gds.hpp>
-#include <nixl/backends/gds_mt.hpp>
-#endif
-#if defined(NIXL_HAS_CUDA)
-#include <nixl/backends/cuda.hpp>
-#endif
-#if defined(NIXL_HAS_OBJ)
-#include <nixl/backends/azure_blob.hpp>
-#include <nixl/backends/obj.hpp>
-#endif
+// A backend is tested by joining nixl::enabled_backends (<nixl/nixl.hpp>). Which bodies it runs
+// follows from its concepts (remote and notifying: DRAM <-> DRAM between two agents with
+// notifications; DRAM <-> FILE, DRAM <-> OBJ and VRAM on one agent, loopback), and every backend
+// runs the refusals. What a backend needs beyond its defaults (parameters, a server, a GPU) is its
+// `setup<B>` below; a backend whose dependency is missing says why and is skipped, and the last
+// test case fails unless every listed backend ran or said why, and one real backend ran.
+#include <nixl/nixl.hpp>  // the linked backends and nixl::enabled_backends
 #if defined(NIXL_CONFORMANCE_CUDART)
 #include <cuda_runtime_api.h>
 #endif
@@ -55,27 +35,17 @@ using nixl::status;
 using nixl::xfer_op;
 using nixl::test::buffer;
 
-/// Every backend of the suite, one a line.
-using backends = std::tuple<
-#if defined(NIXL_HAS_UCX)
-    nixl::ucx::backend,
-#endif
-#if defined(NIXL_HAS_LIBFABRIC)
-    nixl::libfabric::backend,
-#endif
-#if defined(NIXL_HAS_POSIX)
-    nixl::posix::backend,
-#endif
-#if defined(NIXL_HAS_GDS)
-    nixl::gds::backend, nixl::gds_mt::backend,
-#endif
-#if defined(NIXL_HAS_CUDA)
-    nixl::cuda::backend,
-#endif
-#if defined(NIXL_HAS_OBJ)
-    nixl::obj::backend, nixl::azure_blob::backend,
-#endif
-    nixl::test::memcpy_backend, nixl::test::file_backend>;
+template <class List, class... More>
+struct tuple_of;
+template <class... B, class... More>
+struct tuple_of<nixl::detail::type_list<B...>, More...> {
+  using type = std::tuple<B..., More...>;
+};
+
+/// Every backend of the suite: the linked ones (nixl::enabled_backends, where a new backend
+/// joins) and the test doubles.
+using backends = typename tuple_of<nixl::enabled_backends, nixl::test::memcpy_backend,
+                                   nixl::test::file_backend>::type;
 
 namespace {
 

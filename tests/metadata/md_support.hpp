@@ -2,13 +2,18 @@
 // Helpers of the metadata tests: a fake agent behind the exchange hooks, waiting, and a
 // throw-away etcd server.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -175,6 +180,28 @@ inline std::string fresh_namespace(std::string_view tag) {
   static int n = 0;
   return "/nixl-test/" + std::to_string(::getpid()) + "-" + std::to_string(++n) + "-" +
          std::string(tag);
+}
+
+/// A socket bound to a free loopback port; listening when `backlog` > 0.
+inline int loopback_socket(std::uint16_t& port, int backlog) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      (backlog > 0 && ::listen(fd, backlog) != 0))
+    throw std::runtime_error("cannot bind a loopback socket");
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+/// A port nobody listens on (bound, then closed).
+inline std::uint16_t closed_port() {
+  std::uint16_t port = 0;
+  ::close(loopback_socket(port, 0));
+  return port;
 }
 
 }  // namespace md_test

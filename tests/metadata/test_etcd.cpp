@@ -12,6 +12,15 @@ using namespace md_test;
 using nixl::metadata::etcd_client;
 using nixl::metadata::exchange;
 
+namespace {
+
+/// A client of the test etcd, to look at the keys the exchanges write.
+struct test_etcd_client : etcd_client {
+  test_etcd_client() : etcd_client(etcd_server::get().endpoint(), 5s) {}
+};
+
+}  // namespace
+
 TEST_CASE("base64 as the gateway encodes it", "[metadata][etcd]") {
   using nixl::metadata::base64_decode;
   using nixl::metadata::base64_encode;
@@ -63,7 +72,7 @@ TEST_CASE("operations without a central store are not supported", "[metadata][et
 
 TEST_CASE("etcd client: put, get, leases, delete", "[metadata][etcd]") {
   NIXL_REQUIRE_ETCD();
-  etcd_client c(etcd_server::get().endpoint(), 5s);
+  test_etcd_client c;
   auto ns = fresh_namespace("client");
   auto rev = c.put(ns + "/k1", std::string("v\0 1", 4));
   CHECK(rev > 0);
@@ -116,7 +125,7 @@ TEST_CASE("publish, fetch_central, and invalidation through a watch", "[metadata
   xb.fetch_central("A", "part-1").get();
   CHECK(b.value("A") == "MD:A:partial");
 
-  etcd_client c(etcd_server::get().endpoint(), 5s);
+  test_etcd_client c;
   auto keys = c.get_prefix(ns + "/A/");
   REQUIRE(keys.kvs.size() == 2);
   CHECK(keys.kvs[0].lease != 0);
@@ -202,7 +211,7 @@ TEST_CASE("a killed agent's keys expire and watchers drop it", "[metadata][etcd]
   exchange xw("W", with_etcd(ns), w.hooks());
   xw.fetch_central("K").get();
   REQUIRE(w.has("K"));
-  etcd_client c(etcd_server::get().endpoint(), 5s);
+  test_etcd_client c;
   CHECK(c.get_prefix(ns + "/K/").kvs.size() == 2);
   // Kept alive well past the TTL while the process lives.
   std::this_thread::sleep_for(3s);
@@ -224,7 +233,7 @@ TEST_CASE("a killed agent's keys expire and watchers drop it", "[metadata][etcd]
 TEST_CASE("a destroyed exchange revokes its lease at once", "[metadata][etcd]") {
   NIXL_REQUIRE_ETCD();
   auto ns = fresh_namespace("revoke");
-  etcd_client c(etcd_server::get().endpoint(), 5s);
+  test_etcd_client c;
   fake_agent w("W");
   exchange xw("W", with_etcd(ns), w.hooks());
   {
@@ -243,7 +252,7 @@ TEST_CASE("a destroyed exchange revokes its lease at once", "[metadata][etcd]") 
 TEST_CASE("a lost lease is replaced and our keys are put back", "[metadata][etcd]") {
   NIXL_REQUIRE_ETCD();
   auto ns = fresh_namespace("relapse");
-  etcd_client c(etcd_server::get().endpoint(), 5s);
+  test_etcd_client c;
   fake_agent a("A");
   exchange xa("A", with_etcd(ns), a.hooks());
   xa.publish("metadata", a.blob()).get();

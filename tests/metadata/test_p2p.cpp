@@ -143,15 +143,7 @@ TEST_CASE("fetch from a missing or silent peer fails with a clear error", "[meta
 
   SECTION("nobody listens") {
     // Bind a port and close it again so that nobody listens there.
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    socklen_t len = sizeof sa;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-    std::uint16_t port = ntohs(sa.sin_port);
-    ::close(fd);
+    std::uint16_t port = closed_port();
     auto msg = failure(xa.fetch("127.0.0.1", port, "B"), nixl::status::remote_disconnect);
     INFO(msg);
     CHECK(msg.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
@@ -159,17 +151,10 @@ TEST_CASE("fetch from a missing or silent peer fails with a clear error", "[meta
     CHECK(msg.find("enable_listen_thread") != std::string::npos);
   }
   SECTION("the peer accepts but never answers") {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    REQUIRE(::listen(fd, 4) == 0);
-    socklen_t len = sizeof sa;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    std::uint16_t port = 0;
+    int fd = loopback_socket(port, 4);  // listens, never accepts
     auto t0 = std::chrono::steady_clock::now();
-    auto msg =
-        failure(xa.fetch("127.0.0.1", ntohs(sa.sin_port), "B"), nixl::status::remote_disconnect);
+    auto msg = failure(xa.fetch("127.0.0.1", port, "B"), nixl::status::remote_disconnect);
     auto took = std::chrono::steady_clock::now() - t0;
     INFO(msg);
     CHECK(msg.find("no reply within 300 ms") != std::string::npos);

@@ -34,6 +34,8 @@
 namespace {
 
 using namespace std::chrono_literals;
+using md_test::closed_port;
+using md_test::loopback_socket;
 using nixl::status;
 using nixl::metadata::tcpstore_client;
 using nixl::test::code_of;
@@ -155,6 +157,11 @@ status outcome(std::future<void>& f, std::chrono::milliseconds limit = 15s,
   return status::success;
 }
 
+/// The same for a future the test does not keep.
+status outcome(std::future<void>&& f, std::chrono::milliseconds limit = 15s) {
+  return outcome(f, limit);
+}
+
 /// Agents A and B on one store, fetches waiting up to `fetch_timeout`.
 struct two_agents {
   md_test::fake_agent a{"A"}, b{"B"};
@@ -163,28 +170,6 @@ struct two_agents {
       : xa("A", with_tcpstore(endpoint, fetch_timeout), a.hooks()),
         xb("B", with_tcpstore(endpoint, fetch_timeout), b.hooks()) {}
 };
-
-/// A socket bound to a free loopback port; listening when `backlog` > 0.
-int loopback_socket(std::uint16_t& port, int backlog) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      (backlog > 0 && ::listen(fd, backlog) != 0))
-    throw std::runtime_error("cannot bind a loopback socket");
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-/// A port nobody listens on (bound, then closed).
-std::uint16_t closed_port() {
-  std::uint16_t port = 0;
-  ::close(loopback_socket(port, 0));
-  return port;
-}
 
 }  // namespace
 
@@ -268,11 +253,9 @@ TEST_CASE("TCPStore: full and partial metadata between two agents", "[metadata][
   torch_store srv;
   REQUIRE_TORCH(srv);
   two_agents ab(srv.endpoint(), 2s);
-  auto &a = ab.a, &b = ab.b;
-  auto &xa = ab.xa, &xb = ab.xb;
+  auto& [a, b, xa, xb] = ab;
 
-  auto s = xa.send_local_metadata();
-  REQUIRE(outcome(s) == status::success);
+  REQUIRE(outcome(xa.send_local_metadata()) == status::success);
   tcpstore_client raw(srv.endpoint(), 2s);
   CHECK(raw.get("nixl/agents/metadata/A/NULL_AGENT") == a.blob());
 
@@ -344,10 +327,8 @@ TEST_CASE("TCPStore restarted mid-run: clear failures, then it works again",
   torch_store srv;
   REQUIRE_TORCH(srv);
   two_agents ab(srv.endpoint(), 1s);
-  auto &a = ab.a, &b = ab.b;
-  auto &xa = ab.xa, &xb = ab.xb;
-  auto s = xa.send_local_metadata();
-  REQUIRE(outcome(s) == status::success);
+  auto& [a, b, xa, xb] = ab;
+  REQUIRE(outcome(xa.send_local_metadata()) == status::success);
 
   srv.stop();
   auto down = xa.send_local_metadata();

@@ -1,16 +1,9 @@
 # cmake -DMODE=package|subdir|fetch -DSRC=<nixl source> -DWORK=<dir> [-DPREFIX=<install>]
 #       [-DCOMPONENTS=a,b] -P run.cmake
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
+include(${CMAKE_CURRENT_LIST_DIR}/script.cmake)
 # NIXL's C and C++ APIs have their own package test (tests/compat/package): left out here.
 set(common -DCMAKE_BUILD_TYPE=Release -DNIXL_BUILD_TESTS=OFF -DNIXL_BUILD_BENCH=OFF
     -DNIXL_BUILD_EXAMPLES=OFF -DNIXL_BUILD_COMPAT=OFF)
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}")
-  endif()
-endfunction()
 set(comps "${COMPONENTS}")  # comma-separated
 if(MODE STREQUAL "package")
   run(${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/nixl-build -G Ninja ${common} -DNIXL_WITH_CUDA=OFF

@@ -27,6 +27,15 @@ def buf(fill=0, n=N):
     return a, (a.ctypes.data, a.nbytes, 0)
 
 
+def self_write(name):
+    """An agent, one registered DRAM buffer and a WRITE of it onto the agent itself (not posted).
+    Returns (agent, buffer, registration, handle); keep the buffer alive while the handle is."""
+    a = nixl_agent(name)
+    s, sd = buf(1)
+    reg = a.register_memory([sd + ("",)], "DRAM")
+    return a, s, reg, a.initialize_xfer("WRITE", reg.trim(), reg.trim(), a.name)
+
+
 def test_import_surface():
     import nixl._api
     import nixl._bindings
@@ -391,10 +400,7 @@ def test_utils_buffers(unique_name):
 
 @needs_ucx
 def test_telemetry_off_and_metadata_without_listener(unique_name):
-    a = nixl_agent(unique_name("tel"))
-    s, sd = buf(1)
-    reg = a.register_memory([sd + ("",)], "DRAM")
-    h = a.initialize_xfer("WRITE", reg.trim(), reg.trim(), a.name)
+    a, s, reg, h = self_write(unique_name("tel"))
     a.transfer(h)
     wait_done(a, h)
     import os
@@ -413,10 +419,7 @@ def test_telemetry_off_and_metadata_without_listener(unique_name):
 
 @needs_ucx
 def test_handles_release_on_drop(unique_name):
-    a = nixl_agent(unique_name("drop"))
-    s, sd = buf(1)
-    reg = a.register_memory([sd + ("",)], "DRAM")
-    h = a.initialize_xfer("WRITE", reg.trim(), reg.trim(), a.name)
+    a, s, reg, h = self_write(unique_name("drop"))
     raw = int(h)
     del h
     with pytest.raises(nixl.nixlInvalidParamError):

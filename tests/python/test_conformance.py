@@ -174,11 +174,12 @@ def test_instantiate_all_is_ignored_with_a_config(unique_name, caplog):
     assert any("NO_SUCH" in r.getMessage() for r in caplog.records)
 
 
-def test_named_backend_that_cannot_start_says_why(monkeypatch, unique_name, caplog):
+def _agents_creating_backends_with(create_backend):
+    """A stand-in for nb.nixlAgent: real agents whose createBackend(name, params) calls
+    create_backend(real_agent, name, params) instead."""
     real = nb.nixlAgent
-    why = "UCX: ucp_init failed: no usable transport; check UCX_TLS"
 
-    class failing:
+    class wrapped:
         def __init__(self, name, cfg):
             self._a = real(name, cfg)
 
@@ -186,9 +187,18 @@ def test_named_backend_that_cannot_start_says_why(monkeypatch, unique_name, capl
             return getattr(self._a, n)
 
         def createBackend(self, name, params):
-            raise nb.nixlBackendError(why)
+            return create_backend(self._a, name, params)
 
-    monkeypatch.setattr(nb, "nixlAgent", failing)
+    return wrapped
+
+
+def test_named_backend_that_cannot_start_says_why(monkeypatch, unique_name, caplog):
+    why = "UCX: ucp_init failed: no usable transport; check UCX_TLS"
+
+    def failing(agent, name, params):
+        raise nb.nixlBackendError(why)
+
+    monkeypatch.setattr(nb, "nixlAgent", _agents_creating_backends_with(failing))
     plugins = list(nb._BUILT_BACKENDS)
     with pytest.raises(nb.nixlBackendError, match="no usable transport"):
         nixl_agent(unique_name("named"), nixl_agent_config(backends=plugins[:1]))
@@ -221,20 +231,12 @@ def test_create_backend_passes_parameters_unchanged(unique_name):
 
 def test_config_maps_num_threads_like_nixl(monkeypatch, unique_name):
     seen = {}
-    real = nb.nixlAgent
 
-    class spy:
-        def __init__(self, name, cfg):
-            self._a = real(name, cfg)
+    def spy(agent, name, params):
+        seen[name] = dict(params)
+        return agent.createBackend(name, params)
 
-        def __getattr__(self, n):
-            return getattr(self._a, n)
-
-        def createBackend(self, name, params):
-            seen[name] = dict(params)
-            return self._a.createBackend(name, params)
-
-    monkeypatch.setattr(nb, "nixlAgent", spy)
+    monkeypatch.setattr(nb, "nixlAgent", _agents_creating_backends_with(spy))
     built = [b for b in ("UCX", "POSIX") if b in nb._BUILT_BACKENDS]
     nixl_agent(unique_name("nt"), nixl_agent_config(num_threads=4, backends=built))
     expect = {"UCX": {"num_threads": "4"}, "POSIX": {}}

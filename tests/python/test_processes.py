@@ -1,5 +1,6 @@
 """Two processes exchange metadata through the listener and move data over UCX."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -33,16 +34,34 @@ def _read(proc, prefix, timeout=20.0):
     pytest.fail(f"peer never printed {prefix!r}; stderr: {err[-2000:]}")
 
 
+@contextlib.contextmanager
+def spawned_peer(script, *args):
+    """Runs the peer script `script` of this folder with `args`; kills it when the test leaves
+    it running."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def leave_peer(ini, proc, port, timeout=20.0):
+    """Invalidates `ini`'s metadata at the peer's listener; the peer prints GONE and exits 0."""
+    ini.invalidate_local_metadata("127.0.0.1", port)
+    assert _read(proc, "GONE", timeout=timeout) == ""
+    assert proc.wait(timeout=timeout) == 0
+
+
 def test_two_processes_through_listener(unique_name):
     n = 1 << 20
     tgt_name = unique_name("ptgt")
     ini_name = unique_name("pini")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "peer_target.py"), tgt_name, str(n), ini_name],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with spawned_peer("peer_target.py", tgt_name, n, ini_name) as proc:
         port = int(_read(proc, "PORT "))
         assert port > 0
         remote_descs = bytes.fromhex(_read(proc, "DESCS "))
@@ -66,14 +85,8 @@ def test_two_processes_through_listener(unique_name):
         assert _read(proc, "KNOWN") == ""
         h.release()
 
-        ini.invalidate_local_metadata("127.0.0.1", port)
-        assert _read(proc, "GONE") == ""
-        assert proc.wait(timeout=20) == 0
+        leave_peer(ini, proc, port)
         ini.deregister_memory(reg)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_partial_metadata_through_listener_in_one_process(unique_name):

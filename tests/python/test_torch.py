@@ -127,10 +127,7 @@ def _ucx_vram_skip_reason(unique_name):
 
 def test_cuda_tensors_two_processes_through_ucx(unique_name):
     """The vLLM path: torch CUDA tensors registered with backends=["UCX"], two processes."""
-    import os
-    import subprocess
-
-    from test_processes import _read
+    from test_processes import _read, leave_peer, spawned_peer
 
     reason = _ucx_vram_skip_reason(unique_name)
     if reason:
@@ -138,13 +135,7 @@ def test_cuda_tensors_two_processes_through_ucx(unique_name):
     n = 16 << 20
     device = "cuda:1" if torch.cuda.device_count() > 1 else "cuda:0"
     tgt_name, ini_name = unique_name("utgt"), unique_name("uini")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(here, "peer_cuda_target.py"), tgt_name, str(n), ini_name,
-         device], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with spawned_peer("peer_cuda_target.py", tgt_name, n, ini_name, device) as proc:
         port = int(_read(proc, "PORT ", timeout=60))
         remote_descs = bytes.fromhex(_read(proc, "DESCS "))
         ini = nixl_agent(ini_name, nixl_agent_config(backends=["UCX"], enable_listen_thread=True,
@@ -175,11 +166,5 @@ def test_cuda_tensors_two_processes_through_ucx(unique_name):
         assert torch.equal(dst, ((ar * 7) % 251).to(torch.uint8))
         r.release()
 
-        ini.invalidate_local_metadata("127.0.0.1", port)
-        assert _read(proc, "GONE", timeout=30) == ""
-        assert proc.wait(timeout=30) == 0
+        leave_peer(ini, proc, port, timeout=30)
         ini.deregister_memory(reg)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()

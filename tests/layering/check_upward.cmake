@@ -26,14 +26,7 @@ file(GLOB roots LIST_DIRECTORIES true ${ROOT}/include ${ROOT}/backends/*/include
 set(allowed
     # NIXL's own header layout, which the compat headers reproduce for drop-in use: its
     # serializer includes the types header at the top of the include folder.
-    "compat/include/utils/serdes/serdes.h|compat/include/nixl_types.h"
-    # Pending, each for its backend's owner: the backend's detail/ uses the backend's own
-    # vocabulary (its checked-call wrapper, its config, the cuFile declarations) from the folder
-    # above; move each into detail/ and leave the public name forwarding, then drop its line.
-    "backends/libfabric/include/nixl/backends/libfabric/detail/engine.hpp|backends/libfabric/include/nixl/backends/libfabric/check.hpp"
-    "backends/libfabric/include/nixl/backends/libfabric/detail/engine.hpp|backends/libfabric/include/nixl/backends/libfabric/config.hpp"
-    "backends/ucx/include/nixl/backends/ucx/detail/engine.hpp|backends/ucx/include/nixl/backends/ucx/config.hpp"
-    "backends/ucx/include/nixl/backends/ucx/detail/ucs.hpp|backends/ucx/include/nixl/backends/ucx/check.hpp")
+    "compat/include/utils/serdes/serdes.h|compat/include/nixl_types.h")
 
 set(exts .h .hpp .cuh .inl .ipp .c .cc .cpp .cu)
 set(files "")

@@ -13,19 +13,14 @@
 #include "lf_support.hpp"
 #include "nixl_test/agent_waits.hpp"
 
+using namespace nixl::test::agent_names;
 using lf_test::buffer;
 using lf_test::code_of;
-using nixl::status;
-using nixl::xfer_op;
 using lf_agent = nixl::agent<nixl::libfabric::backend>;
-using dram_list = nixl::xfer_list<nixl::dram_t>;
 
 namespace {
 
-dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
-  return nixl::test::block_list<dram_list>(base, n, sz, reversed);
-}
-
+using nixl::test::blocks;
 using nixl::test::wait;
 using nixl::test::wait_notifs;
 
@@ -50,10 +45,15 @@ nixl::params provider_params(const std::string& prov) {
 
 }  // namespace
 
+/// Runs the test case once per provider (`prov`, with its parameters `params`); one this host
+/// lacks ends its run with the reason.
+#define LF_EACH_PROVIDER(prov, params)                                                     \
+  const auto prov = GENERATE(std::string("tcp"), std::string("tcp2"), std::string("shm")); \
+  const nixl::params params = provider_params(prov);                                       \
+  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why)
+
 TEST_CASE("libfabric agents: READ and WRITE, 1 B to 16 MiB, 1 and 500 descriptors") {
-  const auto prov = GENERATE(std::string("tcp"), std::string("tcp2"), std::string("shm"));
-  const nixl::params params = provider_params(prov);
-  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why);
+  LF_EACH_PROVIDER(prov, params);
   const std::size_t big = 16 << 20;
   pair p(big, params);
   struct shape {
@@ -90,9 +90,7 @@ TEST_CASE("libfabric agents: READ and WRITE, 1 B to 16 MiB, 1 and 500 descriptor
 }
 
 TEST_CASE("libfabric agents: every notification follows its data, standalone ones too") {
-  const auto prov = GENERATE(std::string("tcp"), std::string("tcp2"), std::string("shm"));
-  const nixl::params params = provider_params(prov);
-  if (auto why = lf_test::unavailable(params); !why.empty()) NIXL_SKIP(prov << ": " << why);
+  LF_EACH_PROVIDER(prov, params);
   const std::size_t n = 4 << 20;
   pair p(n, params);
   // The target checks, at each notification, that the data of that transfer is in place.

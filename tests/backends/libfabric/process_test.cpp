@@ -14,12 +14,11 @@
 #include <vector>
 
 #include "lf_support.hpp"
+#include "nixl_test/agent_waits.hpp"
 
+using namespace nixl::test::agent_names;
 using lf_test::buffer;
-using nixl::status;
-using nixl::xfer_op;
 using lf_agent = nixl::agent<nixl::libfabric::backend>;
-using dram_list = nixl::xfer_list<nixl::dram_t>;
 
 namespace {
 

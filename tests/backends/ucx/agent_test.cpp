@@ -12,12 +12,10 @@
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
 
-using nixl::status;
-using nixl::xfer_op;
+using namespace nixl::test::agent_names;
 using ucx_test::buffer;
 using ucx_test::code_of;
 using ucx_agent = nixl::agent<nixl::ucx::backend>;
-using dram_list = nixl::xfer_list<nixl::dram_t>;
 
 namespace {
 
@@ -25,10 +23,7 @@ nixl::reg_list<nixl::dram_t> reg_of(const buffer& b) {
   return {{{b.addr(), b.size(), 0}, ""}};
 }
 
-dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
-  return nixl::test::block_list<dram_list>(base, n, sz, reversed);
-}
-
+using nixl::test::blocks;
 using nixl::test::wait;
 using nixl::test::wait_notifs;
 

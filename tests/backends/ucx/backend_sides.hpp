@@ -49,4 +49,19 @@ struct peer_link : nixl::test::peer_link<nixl::ucx::backend> {
 
 using nixl::test::bd;
 
+/// The names the tests that drive the backend use unqualified:
+/// `using namespace ucx_test::backend_names;`.
+namespace backend_names {
+using nixl::mem_kind;
+using nixl::status;
+using nixl::xfer_op;
+using ucx_test::bd;
+using ucx_test::buffer;
+using ucx_test::bytes_of;
+using ucx_test::code_of;
+using ucx_test::peer_link;
+using ucx_test::side;
+using backend = nixl::ucx::backend;
+}  // namespace backend_names
+
 }  // namespace ucx_test

@@ -11,17 +11,8 @@
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
 
-using nixl::mem_kind;
-using nixl::status;
-using nixl::xfer_op;
-using ucx_test::buffer;
-using ucx_test::bytes_of;
-using ucx_test::code_of;
-using backend = nixl::ucx::backend;
-using ucx_test::bd;
+using namespace ucx_test::backend_names;
 using ucx_test::ctx;
-using ucx_test::peer_link;
-using ucx_test::side;
 
 namespace {
 

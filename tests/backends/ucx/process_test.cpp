@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nixl_test/agent_waits.hpp"
 #include "nixl_test/catch.hpp"
 #include "ucx_support.hpp"
 
@@ -15,15 +16,13 @@
 #error "NIXL_UCX_PEER_EXE must name the helper executable"
 #endif
 
-using nixl::status;
-using nixl::xfer_op;
+using namespace nixl::test::agent_names;
 using ucx_test::buffer;
 using ucx_test::peer_process;
 using ucx_test::sum_cmd;
 using ucx_test::sum_of;
 using ucx_test::target_notifs;
 using ucx_agent = nixl::agent<nixl::ucx::backend>;
-using dram_list = nixl::xfer_list<nixl::dram_t>;
 using clock_type = std::chrono::steady_clock;
 
 namespace {

@@ -23,6 +23,21 @@ List block_list(std::uintptr_t base, std::size_t n, std::size_t sz, bool reverse
   return l;
 }
 
+/// The DRAM descriptor list of the agent tests.
+using dram_list = nixl::xfer_list<nixl::dram_t>;
+
+/// `n` DRAM descriptors of `sz` bytes at `base`, in order or reversed.
+inline dram_list blocks(std::uintptr_t base, std::size_t n, std::size_t sz, bool reversed = false) {
+  return block_list<dram_list>(base, n, sz, reversed);
+}
+
+/// The names the agent tests use unqualified: `using namespace nixl::test::agent_names;`.
+namespace agent_names {
+using nixl::status;
+using nixl::xfer_op;
+using nixl::test::dram_list;
+}  // namespace agent_names
+
 /// Waits until agent `a` has received `count` notifications from `from`; returns those it has.
 template <class Agent>
 std::vector<std::string> wait_notifs(Agent& a, const std::string& from, std::size_t count,

@@ -23,8 +23,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
-#include <nixl/backends/libfabric/check.hpp>
-#include <nixl/backends/libfabric/config.hpp>
+#include <nixl/backends/libfabric/detail/check.hpp>
+#include <nixl/backends/libfabric/detail/config.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/unique_fd.hpp>

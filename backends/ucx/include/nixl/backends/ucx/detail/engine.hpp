@@ -21,7 +21,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include <nixl/backends/ucx/config.hpp>
+#include <nixl/backends/ucx/detail/config.hpp>
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>

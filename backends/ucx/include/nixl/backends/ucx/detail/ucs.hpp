@@ -7,7 +7,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include <nixl/backends/ucx/check.hpp>
+#include <nixl/backends/ucx/detail/check.hpp>
 #include <nixl/status.hpp>
 
 namespace nixl::ucx::detail {

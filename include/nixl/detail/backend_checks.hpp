@@ -25,6 +25,12 @@ concept backend_for_all = backend<B> &&(detail::moves_route<B, Routes>&&...);
 template <class B, class... Routes>
 concept backend_for_none = backend<B> &&(!detail::moves_route<B, Routes> && ...);
 
+/// A backend of agents that reach each other: loopback and remote, with notifications and a
+/// progress call.
+template <class B>
+concept peer_backend = backend<B> && loopback_backend<B> && remote_backend<B> &&
+    notifying_backend<B> && progressing_backend<B>;
+
 /// A backend of local storage: it answers queries and loops back, and has no peers.
 template <class B>
 concept storage_backend =

@@ -49,15 +49,14 @@ TEST_CASE("cuda: parameters", "[cuda]") {
   CHECK(c.kernel_min_count == 3);
   CHECK_FALSE(c.pin_dram);
   CHECK(backend::config::from_params(c.to_params()).kernel_max_bytes == 65536);
-  CHECK(code_of([] {
-          backend::config::from_params({{"streams_per_gpu", "0"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"kernel_max_bytes", "12k"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"pin_dram", "maybe"}});
-        }) == status::invalid_param);
+  for (const auto& bad : {
+           nixl::params{{"streams_per_gpu", "0"}},
+           nixl::params{{"kernel_max_bytes", "12k"}},
+           nixl::params{{"pin_dram", "maybe"}},
+       }) {
+    INFO(bad.begin()->first << '=' << bad.begin()->second);
+    CHECK(code_of([&] { backend::config::from_params(bad); }) == status::invalid_param);
+  }
   CHECK(code_of([] { backend::config::from_params({{"unknown_key", "1"}}); }) == status::success);
 }
 

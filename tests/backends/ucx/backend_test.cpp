@@ -40,14 +40,9 @@ status wait_notifs(backend& from, backend& to, nixl::notif_map& m, const std::st
 }  // namespace
 
 TEST_CASE("ucx backend satisfies the contracts it claims") {
-  STATIC_REQUIRE(nixl::backend<backend>);
-  STATIC_REQUIRE(nixl::loopback_backend<backend>);
-  STATIC_REQUIRE(nixl::remote_backend<backend>);
-  STATIC_REQUIRE(nixl::notifying_backend<backend>);
-  STATIC_REQUIRE(nixl::progressing_backend<backend>);
-  STATIC_REQUIRE(nixl::estimating_backend<backend>);
-  STATIC_REQUIRE(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
-  STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::dram_t, nixl::file_t>);
+  STATIC_REQUIRE(nixl::peer_backend<backend> && nixl::estimating_backend<backend>);
+  STATIC_REQUIRE(nixl::backend_for_all<backend, nixl::route<nixl::dram_t, nixl::dram_t>>);
+  STATIC_REQUIRE(nixl::backend_for_none<backend, nixl::route<nixl::dram_t, nixl::file_t>>);
   STATIC_REQUIRE_FALSE(nixl::querying_backend<backend>);
 #if !NIXL_UCX_WITH_CUDA
   STATIC_REQUIRE_FALSE(nixl::backend_for<backend, nixl::vram_t, nixl::dram_t>);
@@ -78,21 +73,16 @@ TEST_CASE("ucx config parses NIXL's parameters") {
         nixl::ucx::error_mode::ucx_peer);
   CHECK(backend::default_params().at("ucx_error_handling_mode") == "peer");
   CHECK(backend::config::from_params({}).to_params().at("ucx_error_handling_mode") == "peer");
-  CHECK(code_of([] {
-          backend::config::from_params({{"num_workers", "0"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"num_workers", "x"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"ucx_error_handling_mode", "maybe"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"engine_config", "TLS"}});
-        }) == status::invalid_param);
-  CHECK(code_of([] {
-          backend::config::from_params({{"enable_prog_thread", "perhaps"}});
-        }) == status::invalid_param);
+  for (const auto& bad : {
+           nixl::params{{"num_workers", "0"}},
+           nixl::params{{"num_workers", "x"}},
+           nixl::params{{"ucx_error_handling_mode", "maybe"}},
+           nixl::params{{"engine_config", "TLS"}},
+           nixl::params{{"enable_prog_thread", "perhaps"}},
+       }) {
+    INFO(bad.begin()->first << '=' << bad.begin()->second);
+    CHECK(code_of([&] { backend::config::from_params(bad); }) == status::invalid_param);
+  }
   // host_vram_copy: cuda (the default) or ucx, and back through to_params
   CHECK(backend::config::from_params({}).cuda_host_vram);
   CHECK_FALSE(backend::config::from_params({{"host_vram_copy", "UCX"}}).cuda_host_vram);

@@ -16,6 +16,7 @@
 #include <nixl/backends/libfabric/config.hpp>
 #include <nixl/backends/libfabric/detail/engine.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -180,11 +181,6 @@ inline status backend::check(request& r) noexcept {
   return s->result();
 }
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::remote_backend<backend>);
-static_assert(nixl::notifying_backend<backend>);
-static_assert(nixl::progressing_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(nixl::peer_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 
 }  // namespace nixl::libfabric

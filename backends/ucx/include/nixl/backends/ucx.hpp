@@ -20,6 +20,7 @@
 #include <nixl/backends/ucx/detail/gpu.hpp>
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/peer_ref.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
@@ -366,14 +367,8 @@ inline status backend::check(request& r) noexcept {
   return s->result();
 }
 
-static_assert(nixl::backend<backend>);
-static_assert(nixl::loopback_backend<backend>);
-static_assert(nixl::remote_backend<backend>);
-static_assert(nixl::notifying_backend<backend>);
-static_assert(nixl::progressing_backend<backend>);
-static_assert(nixl::estimating_backend<backend>);
-static_assert(nixl::connecting_backend<backend>);
-static_assert(nixl::backend_for<backend, nixl::dram_t, nixl::dram_t>);
+static_assert(nixl::peer_backend<backend> && nixl::estimating_backend<backend> &&
+              nixl::connecting_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));
 
 }  // namespace nixl::ucx

@@ -94,17 +94,16 @@ inline void write_csv(const std::string& path, const run_info& info, const std::
 }
 
 inline nlohmann::json to_json(const run_info& info, const std::vector<row>& rows) {
-  nlohmann::json j;
-  j["backend"] = info.backend;
-  j["op"] = info.op;
-  j["initiator_seg_type"] = info.initiator_seg;
-  j["target_seg_type"] = info.target_seg;
-  j["processes"] = info.processes;
-  j["threads"] = info.threads;
-  j["mode"] = info.mode;
-  j["scatter"] = info.scatter;
-  j["baseline"] = info.baseline;
-  j["command"] = info.command;
+  nlohmann::json j = {{"backend", info.backend},
+                      {"op", info.op},
+                      {"initiator_seg_type", info.initiator_seg},
+                      {"target_seg_type", info.target_seg},
+                      {"processes", info.processes},
+                      {"threads", info.threads},
+                      {"mode", info.mode},
+                      {"scatter", info.scatter},
+                      {"baseline", info.baseline},
+                      {"command", info.command}};
   auto& pts = j["points"] = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json p;

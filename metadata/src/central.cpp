@@ -21,11 +21,8 @@ namespace nixl::metadata::detail {
 
 using namespace std::chrono_literals;
 
-struct central_store::state {
-  const std::string& name;
-  const config& cfg;
-  const hooks& h;
-
+template <>
+struct central_store::state : store_context {
   std::unique_ptr<etcd_client> etcd;
   std::unique_ptr<etcd_watcher> watcher;
   std::thread etcd_thread;
@@ -48,7 +45,7 @@ struct central_store::state {
   };
   std::list<waiter> waiters;
 
-  explicit state(const context& ctx) : name(ctx.name), cfg(ctx.cfg), h(ctx.h) {}
+  explicit state(const context& ctx) : store_context(ctx) {}
 
   std::string key(std::string_view agent, std::string_view label) const {
     return fmt::format("{}/{}/{}", cfg.etcd_namespace, agent, label);
@@ -279,14 +276,16 @@ struct central_store::state {
   }
 };
 
-central_store::central_store(const context& ctx) : s_(std::make_unique<state>(ctx)) {
+template <>
+central_store::store(const context& ctx) : s_(std::make_unique<state>(ctx)) {
   auto& m = *s_;
   m.etcd = std::make_unique<etcd_client>(m.cfg.etcd_endpoints, m.cfg.etcd_request_timeout);
   m.watcher = std::make_unique<etcd_watcher>(m.etcd->endpoint(), m.cfg.etcd_request_timeout);
   m.etcd_thread = std::thread([&m] { m.etcd_loop(); });
 }
 
-central_store::~central_store() {
+template <>
+central_store::~store() {
   auto& m = *s_;
   m.tasks.stop();
   if (m.etcd_thread.joinable()) m.etcd_thread.join();
@@ -301,11 +300,10 @@ central_store::~central_store() {
   }
 }
 
+template <>
 std::future<void> central_store::publish(std::string_view label, std::string blob) {
   auto& m = *s_;
-  check_name("label", "send_local_metadata", label);
-  check_name("agent name", "send_local_metadata", m.name);
-  if (blob.empty()) nixl::raise(status::invalid_param, "send_local_metadata: empty metadata blob");
+  check_publish(label, m.name, blob);
   return m.tasks.post(
       [&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
         m.ensure_lease();
@@ -316,14 +314,15 @@ std::future<void> central_store::publish(std::string_view label, std::string blo
       });
 }
 
+template <>
 std::future<void> central_store::fetch(std::string_view agent, std::string_view label) {
   auto& m = *s_;
-  check_name("agent name", "fetch_remote_metadata", agent);
-  check_name("label", "fetch_remote_metadata", label);
+  check_fetch(agent, label);
   return m.tasks.post([&m, agent = std::string(agent), label = std::string(label)](
                           std::promise<void>& p) { m.fetch_central(agent, label, p); });
 }
 
+template <>
 std::future<void> central_store::unpublish() {
   auto& m = *s_;
   check_name("agent name", "invalidate_local_metadata", m.name);
@@ -335,6 +334,7 @@ std::future<void> central_store::unpublish() {
   });
 }
 
+template <>
 std::string central_store::key(std::string_view agent, std::string_view label) const {
   return s_->key(agent, label);
 }

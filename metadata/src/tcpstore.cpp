@@ -22,10 +22,8 @@ namespace nixl::metadata::detail {
 
 using namespace std::chrono_literals;
 
-struct tcpstore_store::state {
-  const std::string& name;
-  const config& cfg;
-  const hooks& h;
+template <>
+struct tcpstore_store::state : store_context {
   tcpstore_client client;
 
   std::thread worker;
@@ -42,10 +40,7 @@ struct tcpstore_store::state {
   std::list<waiter> waiters;  // worker only
 
   explicit state(const context& ctx)
-      : name(ctx.name),
-        cfg(ctx.cfg),
-        h(ctx.h),
-        client(ctx.cfg.tcpstore_endpoint, ctx.cfg.tcpstore_op_timeout) {}
+      : store_context(ctx), client(ctx.cfg.tcpstore_endpoint, ctx.cfg.tcpstore_op_timeout) {}
 
   /// One probe of a waiting fetch: true when it finished (loaded or failed for good).
   bool probe(waiter& w) {
@@ -114,7 +109,8 @@ struct tcpstore_store::state {
   }
 };
 
-tcpstore_store::tcpstore_store(const context& ctx) : s_(std::make_unique<state>(ctx)) {
+template <>
+tcpstore_store::store(const context& ctx) : s_(std::make_unique<state>(ctx)) {
   auto& m = *s_;
   m.worker = std::thread([&m] {
     // The first connect gets the longer budget; a failure is logged and retried later.
@@ -128,17 +124,17 @@ tcpstore_store::tcpstore_store(const context& ctx) : s_(std::make_unique<state>(
   });
 }
 
-tcpstore_store::~tcpstore_store() {
+template <>
+tcpstore_store::~store() {
   auto& m = *s_;
   m.tasks.stop();
   if (m.worker.joinable()) m.worker.join();
 }
 
+template <>
 std::future<void> tcpstore_store::publish(std::string_view label, std::string blob) {
   auto& m = *s_;
-  check_name("label", "send_local_metadata", label);
-  check_name("agent name", "send_local_metadata", m.name);
-  if (blob.empty()) nixl::raise(status::invalid_param, "send_local_metadata: empty metadata blob");
+  check_publish(label, m.name, blob);
   return m.tasks.post(
       [&m, label = std::string(label), blob = std::move(blob)](std::promise<void>& p) {
         std::string k = tcpstore_key(label, m.name);
@@ -149,10 +145,10 @@ std::future<void> tcpstore_store::publish(std::string_view label, std::string bl
       });
 }
 
+template <>
 std::future<void> tcpstore_store::fetch(std::string_view agent, std::string_view label) {
   auto& m = *s_;
-  check_name("agent name", "fetch_remote_metadata", agent);
-  check_name("label", "fetch_remote_metadata", label);
+  check_fetch(agent, label);
   return m.tasks.post([&m, agent = std::string(agent),
                        label = std::string(label)](std::promise<void>& p) {
     state::waiter w;
@@ -165,6 +161,7 @@ std::future<void> tcpstore_store::fetch(std::string_view agent, std::string_view
   });
 }
 
+template <>
 std::future<void> tcpstore_store::unpublish() {
   auto& m = *s_;
   check_name("agent name", "invalidate_local_metadata", m.name);
@@ -179,6 +176,7 @@ std::future<void> tcpstore_store::unpublish() {
   });
 }
 
+template <>
 std::string tcpstore_store::key(std::string_view agent, std::string_view label) const {
   return tcpstore_key(label, agent);
 }

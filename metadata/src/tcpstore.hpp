@@ -1,39 +1,17 @@
 #pragma once
 // The TCPStore central store of an exchange (private header): NIXL's keys, a worker thread that
 // runs the requests, and fetches re-probed until their deadline. The client is tcpstore.hpp.
+//
+// The constructor checks ctx.cfg.tcpstore_endpoint and starts the worker, which connects lazily
+// (`ctx` must outlive it); the destructor stops the worker (waiting fetches fail with
+// status::canceled) and deletes nothing, as NIXL.
 
-#include <future>
-#include <memory>
-#include <string>
-#include <string_view>
-
-#include "common.hpp"
-
-namespace nixl::metadata::detail {
-
-class tcpstore_store {
- public:
-  /// Checks ctx.cfg.tcpstore_endpoint and starts the worker; connects lazily on it. `ctx` must
-  /// outlive it.
-  explicit tcpstore_store(const context& ctx);
-  /// Stops the worker (waiting fetches fail with status::canceled). Deletes nothing, as NIXL.
-  ~tcpstore_store();
-  tcpstore_store(const tcpstore_store&) = delete;
-  tcpstore_store& operator=(const tcpstore_store&) = delete;
-
-  std::future<void> publish(std::string_view label, std::string blob);
-  std::future<void> fetch(std::string_view agent, std::string_view label);
-  std::future<void> unpublish();
-  std::string key(std::string_view agent, std::string_view label) const;
-
- private:
-  struct state;
-  std::unique_ptr<state> s_;
-};
-
-}  // namespace nixl::metadata::detail
+#include "store.hpp"
 
 namespace nixl::metadata::detail {
+
+struct tcpstore_kind;
+using tcpstore_store = store<tcpstore_kind>;
 
 /// Fills c's TCPStore settings from NIXL_TCPSTORE_ENDPOINT / NIXL_TCPSTORE_TIMEOUT_MS /
 /// NIXL_TCPSTORE_OP_TIMEOUT_MS (endpoint only when empty). Throws nixl::error(invalid_param)

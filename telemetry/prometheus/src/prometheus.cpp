@@ -193,6 +193,14 @@ std::string render() {
     return fmt::format("hostname=\"{}\",agent_name=\"{}\"", host, label_value(agent));
   };
   auto idx = [](telemetry_event e) { return static_cast<std::size_t>(e); };
+  /// One metric family per row: its TYPE line, then one sample per agent, value(metrics, event).
+  auto family = [&](const auto& rows, const char* type, const auto& value) {
+    for (const auto& [name, ev] : rows) {
+      out += fmt::format("# TYPE {} {}\n", name, type);
+      for (const auto& [a, m] : s.agents)
+        out += fmt::format("{}{{{}}} {}\n", name, labels(a), value(m, ev));
+    }
+  };
   const std::pair<const char*, telemetry_event> counters[] = {
       {"agent_memory_registered_total", telemetry_event::memory_registered},
       {"agent_memory_deregistered_total", telemetry_event::memory_deregistered},
@@ -204,11 +212,8 @@ std::string render() {
       {"agent_xfer_post_time_total", telemetry_event::xfer_post_time},
       {"agent_telemetry_events_dropped_total", telemetry_event::events_dropped},
   };
-  for (const auto& [name, ev] : counters) {
-    out += fmt::format("# TYPE {} counter\n", name);
-    for (const auto& [a, m] : s.agents)
-      out += fmt::format("{}{{{}}} {}\n", name, labels(a), m->totals[idx(ev)]);
-  }
+  family(counters, "counter",
+         [&](const auto& m, telemetry_event ev) { return m->totals[idx(ev)]; });
   out += "# TYPE agent_errors_total counter\n";
   for (const auto& [a, m] : s.agents)
     for (int v = 1; v <= 12; ++v) {
@@ -224,11 +229,7 @@ std::string render() {
       {"agent_xfer_time", telemetry_event::xfer_time},
       {"agent_xfer_post_time", telemetry_event::xfer_post_time},
   };
-  for (const auto& [name, ev] : gauges) {
-    out += fmt::format("# TYPE {} gauge\n", name);
-    for (const auto& [a, m] : s.agents)
-      out += fmt::format("{}{{{}}} {}\n", name, labels(a), m->last[idx(ev)]);
-  }
+  family(gauges, "gauge", [&](const auto& m, telemetry_event ev) { return m->last[idx(ev)]; });
   for (const auto& [name, which] :
        {std::pair{"agent_xfer_time_us", 0}, {"agent_xfer_post_time_us", 1}}) {
     out += fmt::format("# TYPE {} histogram\n", name);

@@ -3,6 +3,8 @@ with NIXL's parameters, nixl_agent_config's num_threads, the error without libcu
 GDS and GDS_MT per agent. Their transfers, path mode and queries are test_files.py's, over every
 file backend."""
 
+import os
+
 import pytest
 
 import nixl
@@ -52,3 +54,47 @@ def test_gds_and_gds_mt_not_in_one_agent(unique_name):
     assert "GDS_MT" not in a.backends
     b = nixl_agent(unique_name("other"), nixl_agent_config(backends=["GDS_MT"]))
     assert "GDS_MT" in b.backends
+
+
+def _bindings_file():
+    import nixl._bindings as b
+
+    return b.__file__
+
+
+def test_the_module_exports_only_its_entry_point():
+    """Symbols the extension exported (its C++ library's template instances among them) bound
+    into libcufile loaded later, which then freed this module's copy of a string's static empty
+    representation: `create_backend("GDS")` aborted in a bare process. Only PyInit__bindings
+    leaves the module now."""
+    import shutil
+    import subprocess
+
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    out = subprocess.run([nm, "-D", "--defined-only", _bindings_file()], check=True,
+                         capture_output=True, text=True).stdout.split()
+    defined = [w for w in out if not all(c in "0123456789abcdef" for c in w) and len(w) > 1]
+    assert defined == ["PyInit__bindings"]
+
+
+@pytest.mark.parametrize("backend", ["GDS", "GDS_MT"])
+def test_created_in_a_bare_process(backend, monkeypatch):
+    """A fresh interpreter that imports nothing but nixl creates the backend and exits cleanly
+    (with the real libcufile on a GPU machine, else with the project's fake)."""
+    import subprocess
+    import sys
+
+    if os.environ.get("NIXL_TEST_REAL_CUFILE") == "1":
+        monkeypatch.delenv("NIXL_CUFILE_PATH", raising=False)
+    prog = (
+        "from nixl._api import nixl_agent, nixl_agent_config\n"
+        "a = nixl_agent('bare', nixl_agent_config(backends=[]))\n"
+        f"a.create_backend('{backend}')\n"
+        f"assert '{backend}' in a.backends\n"
+    )
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "invalid pointer" not in r.stderr

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/backends/gds/detail/common.hpp>
+#include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/detail/completion.hpp>
 
 namespace nixl::gds::detail {

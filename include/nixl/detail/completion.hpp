@@ -114,11 +114,7 @@ class slot_pool {
   template <class Make>
   Slot* acquire(Make&& make) {
     std::lock_guard lk(mu_);
-    if (!free_.empty()) {
-      Slot* s = free_.back();
-      free_.pop_back();
-      return s;
-    }
+    if (Slot* s = pop_locked()) return s;
     std::unique_ptr<Slot> s = make();
     free_.reserve(all_.size() + 1);  // so that release never allocates
     all_.push_back(std::move(s));
@@ -130,10 +126,7 @@ class slot_pool {
   /// A free record, or nullptr when none is: never makes one (a pool of fixed size).
   Slot* try_acquire() noexcept {
     std::lock_guard lk(mu_);
-    if (free_.empty()) return nullptr;
-    Slot* s = free_.back();
-    free_.pop_back();
-    return s;
+    return pop_locked();
   }
 
   /// Hands `s` back for reuse.
@@ -160,6 +153,13 @@ class slot_pool {
   }
 
  private:
+  Slot* pop_locked() noexcept {
+    if (free_.empty()) return nullptr;
+    Slot* s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Slot>> all_;
   std::vector<Slot*> free_;

@@ -1,9 +1,8 @@
 #pragma once
-/// One name table per enum: the name of a value and the value of a name, with no switch.
+/// One name table per enum: the name of a value, with no switch.
 
 #include <array>
 #include <cstddef>
-#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -30,13 +29,6 @@ struct enum_names {
   /// The enumerator at position `i` of the table.
   constexpr E at(std::size_t i) const noexcept {
     return static_cast<E>(static_cast<underlying>(first + static_cast<underlying>(i)));
-  }
-
-  /// Value whose name is `name`, if any.
-  constexpr std::optional<E> find(std::string_view name) const noexcept {
-    for (std::size_t i = 0; i < N; ++i)
-      if (names[i] == name) return at(i);
-    return std::nullopt;
   }
 
   static constexpr std::size_t size() noexcept { return N; }

@@ -6,11 +6,14 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -372,6 +375,22 @@ void engine::teardown() noexcept {
   if (thread_.joinable()) {
     wake();
     thread_.join();
+  }
+  // Operations still in flight (of released requests, or to a peer declared failed that still
+  // answers) end before their endpoints close: tcp;ofi_rxm crashed in fi_close of an endpoint
+  // with a read under way. Bounded: a dead peer's operations may never end.
+  const std::int64_t until =
+      now_ns() + std::chrono::nanoseconds(
+                     std::min<std::chrono::nanoseconds>(cfg_.peer_timeout, std::chrono::seconds(1)))
+                     .count();
+  while (now_ns() < until) {
+    bool busy = false;
+    slots_.for_each([&](const op_slot& s) {
+      busy = busy || s.state() == phase::busy || s.state() == phase::orphan;
+    });
+    if (!busy) break;
+    for (std::size_t i = 0; i < rails_.size(); ++i) drain(i);
+    std::this_thread::yield();
   }
   std::unique_ptr<parked_engine> mine;
   try {

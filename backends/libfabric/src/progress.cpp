@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -227,7 +228,19 @@ void engine::heartbeat() noexcept {
   if (now < next_heartbeat_ns_) return;
   const std::int64_t period = std::chrono::nanoseconds(cfg_.heartbeat).count();
   const std::int64_t timeout = std::chrono::nanoseconds(cfg_.peer_timeout).count();
+  // This side judges every quarter period. A longer gap means this thread (or the whole
+  // process) did not run: answers may wait unread in the queues, and the time without any says
+  // nothing of the peer. That gap does not count against any peer.
+  const std::int64_t gap = next_heartbeat_ns_ == 0 ? 0 : now - next_heartbeat_ns_;
   next_heartbeat_ns_ = now + period / 4;
+  if (gap > period) {
+    for (auto& up : peers_) {
+      std::int64_t seen = up->last_seen_ns.load(std::memory_order_relaxed);
+      while (!up->last_seen_ns.compare_exchange_weak(seen, std::min(seen + gap, now),
+                                                     std::memory_order_relaxed)) {
+      }
+    }
+  }
   for (auto& up : peers_) {
     peer_state* p = up.get();
     if (p->is_self || p->closed || p->failed.load(std::memory_order_relaxed)) continue;

@@ -196,3 +196,18 @@ def test_prometheus_mp_needs_its_directory(tmp_path):
                        timeout=60)
     assert r.returncode != 0
     assert "NIXL_TELEMETRY_MULTIPROC_DIR" in r.stderr
+
+
+def test_malformed_buckets_leave_the_agent_without_export():
+    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus", NIXL_TELEMETRY_ENABLE="y",
+               NIXL_TELEMETRY_PROMETHEUS_PORT=str(_free_port()),
+               NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US="10, 5")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
+            "a = nixl_agent('badbuckets', nixl_agent_config(backends=[]))\n"
+            "print('EXPORTING', a._telemetry)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "EXPORTING False" in r.stdout
+    assert "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US" in r.stderr

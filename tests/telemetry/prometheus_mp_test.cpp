@@ -188,7 +188,15 @@ TEST_CASE("prometheus_mp: three processes, one endpoint, each process its own se
       if (e.path().filename().string().rfind(prefix, 0) == 0) {
         std::ifstream in(e.path(), std::ios::binary);
         std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        REQUIRE(data.size() == 6800);
+        REQUIRE(data.size() == 6800);  // NIXL's layout: magic, schema 1, 21 slots
+        CHECK(data.compare(0, 8, "NIXLMPS1") == 0);
+        std::uint32_t schema = 0, slot_count = 0;
+        std::memcpy(&schema, data.data() + 8, 4);
+        std::memcpy(&slot_count, data.data() + 12, 4);
+        CHECK(schema == 1);
+        CHECK(slot_count == 21);
+        CHECK((fs::status(e.path()).permissions() & fs::perms::all) ==
+              (fs::perms::owner_read | fs::perms::owner_write));
         const std::int64_t other = 424242;
         std::memcpy(data.data() + 16, &other, sizeof other);
         foreign = dir + "/nixl.424242.x.0.mmap";

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -80,8 +81,12 @@ class telemetry_exporter {
 using telemetry_exporter_factory = std::unique_ptr<telemetry_exporter> (*)(std::string_view agent);
 
 namespace detail {
-inline std::map<std::string, telemetry_exporter_factory, std::less<>>& exporter_registry() {
-  static std::map<std::string, telemetry_exporter_factory, std::less<>> r;
+struct exporter_entry {
+  telemetry_exporter_factory make = nullptr;
+  bool required = false;  ///< its failure fails the agent's constructor
+};
+inline std::map<std::string, exporter_entry, std::less<>>& exporter_registry() {
+  static std::map<std::string, exporter_entry, std::less<>> r;
   return r;
 }
 inline std::mutex& exporter_registry_mutex() {
@@ -90,10 +95,13 @@ inline std::mutex& exporter_registry_mutex() {
 }
 }  // namespace detail
 
-/// Makes `name` (the value of `NIXL_TELEMETRY_EXPORTER`) available. Returns true.
-inline bool register_telemetry_exporter(std::string name, telemetry_exporter_factory f) {
+/// Makes `name` (the value of `NIXL_TELEMETRY_EXPORTER`) available. With `required`, an error of
+/// the factory leaves the agent's constructor (as NIXL's prometheus_mp); else the agent runs
+/// without export, with a warning. Returns true.
+inline bool register_telemetry_exporter(std::string name, telemetry_exporter_factory f,
+                                        bool required = false) {
   std::lock_guard g(detail::exporter_registry_mutex());
-  detail::exporter_registry()[std::move(name)] = f;
+  detail::exporter_registry()[std::move(name)] = {f, required};
   return true;
 }
 
@@ -181,8 +189,9 @@ class telemetry_sink {
       while (!v.empty()) {
         const auto c = v.find(',');
         std::string p(v.substr(0, c));
-        while (!p.empty() && p.front() == ' ') p.erase(0, 1);
-        while (!p.empty() && p.back() == ' ') p.pop_back();
+        auto space = [](char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; };
+        while (!p.empty() && space(p.front())) p.erase(0, 1);
+        while (!p.empty() && space(p.back())) p.pop_back();
         if (!p.empty()) pats.push_back(std::move(p));
         v = c == std::string_view::npos ? std::string_view{} : v.substr(c + 1);
       }
@@ -192,6 +201,14 @@ class telemetry_sink {
       const std::string n(telemetry_event_names[i]);
       for (const auto& p : pats) on = on || ::fnmatch(p.c_str(), n.c_str(), 0) == 0;
       wanted_[i] = on;
+    }
+    for (const auto& p : pats) {
+      bool any = false;
+      for (const auto n : telemetry_event_names)
+        any = any || ::fnmatch(p.c_str(), std::string(n).c_str(), 0) == 0;
+      if (!any)
+        log::warn("Ignoring NIXL_TELEMETRY_ENABLED_METRICS entry '{}': no telemetry metric matches",
+                  p);
     }
   }
 
@@ -236,24 +253,26 @@ class telemetry_sink {
 /// NIXL's rules, for an agent with telemetry on: `NIXL_TELEMETRY_EXPORTER` names a registered
 /// exporter; else `NIXL_TELEMETRY_DIR` gives the ring `<dir>/<agent name>` of
 /// `NIXL_TELEMETRY_BUFFER_SIZE` events (default 4096); else none (per-request telemetry only).
-/// A failing exporter is logged and the agent runs without one.
+/// A failing exporter is logged and the agent runs without one, unless it was registered as
+/// required (then the error is thrown).
 inline std::shared_ptr<telemetry_sink> make_telemetry_sink(std::string_view agent) {
-  try {
-    const char* name = std::getenv("NIXL_TELEMETRY_EXPORTER");
-    if (name != nullptr && *name != '\0') {
-      telemetry_exporter_factory f = nullptr;
-      {
-        std::lock_guard g(exporter_registry_mutex());
-        auto it = exporter_registry().find(std::string_view(name));
-        if (it != exporter_registry().end()) f = it->second;
-      }
-      if (f == nullptr) {
-        log::warn("agent '{}': telemetry exporter '{}' is not built in; running without one", agent,
-                  name);
-        return nullptr;
-      }
-      return std::make_shared<telemetry_sink>(f(agent));
+  const char* name = std::getenv("NIXL_TELEMETRY_EXPORTER");
+  exporter_entry f;
+  if (name != nullptr && *name != '\0') {
+    {
+      std::lock_guard g(exporter_registry_mutex());
+      auto it = exporter_registry().find(std::string_view(name));
+      if (it != exporter_registry().end()) f = it->second;
     }
+    if (f.make == nullptr) {
+      log::warn("agent '{}': telemetry exporter '{}' is not built in; running without one", agent,
+                name);
+      return nullptr;
+    }
+    if (f.required) return std::make_shared<telemetry_sink>(f.make(agent));
+  }
+  try {
+    if (f.make != nullptr) return std::make_shared<telemetry_sink>(f.make(agent));
     const char* dir = std::getenv("NIXL_TELEMETRY_DIR");
     if (dir == nullptr || *dir == '\0') return nullptr;
     std::size_t cap = 4096;

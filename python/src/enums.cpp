@@ -45,7 +45,7 @@ void bind_enums(py::module_& m) {
     m.attr("_BUILT_BACKENDS") = bl;
   }
 #if defined(NIXL_HAS_PROMETHEUS)
-  m.attr("_BUILT_EXPORTERS") = py::make_tuple("prometheus");
+  m.attr("_BUILT_EXPORTERS") = py::make_tuple("prometheus", "prometheus_mp");
 #else
   m.attr("_BUILT_EXPORTERS") = py::tuple();
 #endif

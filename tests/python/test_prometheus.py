@@ -68,6 +68,16 @@ def _scrape(port):
     return r.stdout
 
 
+def _stop(p):
+    """Closes the worker's stdin (it leaves) and waits for it, 30 s at most, then kills it."""
+    p.stdin.close()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def _value(text, name, agent, extra=""):
     m = re.search(rf'^{name}\{{hostname="[^"]*",agent_name="{agent}"{extra}\}} (\d+)$', text, re.M)
     assert m, f"no {name} for {agent} in:\n{text[:3000]}"
@@ -109,12 +119,7 @@ def test_metrics_scraped_during_transfers(unique_name):
         assert "# TYPE agent_xfer_post_time_us histogram" in second
         assert "# TYPE agent_xfer_time gauge" in second
     finally:
-        p.stdin.close()
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        _stop(p)
 
 
 def test_port_in_use_runs_without_telemetry_export():
@@ -133,3 +138,76 @@ def test_port_in_use_runs_without_telemetry_export():
         assert r.returncode == 0, r.stderr
         assert "EXPORTING False" in r.stdout
         assert "cannot bind" in r.stderr  # the C++ side's warning, on stderr as NIXL's
+
+
+# prometheus_mp: Python agents in two processes, one endpoint; each process its own series.
+MP_WORKER = r"""
+import sys
+from nixl._api import nixl_agent, nixl_agent_config
+a = nixl_agent(sys.argv[1], nixl_agent_config(backends=[], capture_telemetry=True))
+a.agent._telemetryEvent(0, 4096)  # agent_tx_bytes
+print("READY", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_prometheus_mp_two_python_processes(tmp_path):
+    port = _free_port()
+    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus_mp", NIXL_TELEMETRY_ENABLE="y",
+               NIXL_TELEMETRY_MULTIPROC_DIR=str(tmp_path / "mp"),
+               NIXL_TELEMETRY_PROMETHEUS_PORT=str(port), LOCAL_RANK="3")
+    env.pop("NIXL_TELEMETRY_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    procs = [subprocess.Popen([sys.executable, "-c", MP_WORKER, f"mp-py-{i}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    try:
+        for p in procs:
+            for line in p.stdout:
+                if line.strip() == "READY":
+                    break
+            else:
+                pytest.fail(f"worker never got ready: {p.stderr.read()[-2000:]}")
+        text = ""
+        deadline = time.monotonic() + 30  # a deadline in time
+        while time.monotonic() < deadline:
+            text = _scrape(port)
+            if all(f'pid="{p.pid}"' in text for p in procs):
+                break
+            time.sleep(0.05)
+        for i, p in enumerate(procs):
+            assert re.search(rf'^agent_tx_bytes_total\{{hostname="[^"]*",agent_name="mp-py-{i}",'
+                             rf'pid="{p.pid}",agent_instance="0",local_rank="3"\}} 4096$', text,
+                             re.M), text[:3000]
+        assert "# TYPE agent_xfer_time_us histogram" in text
+        assert 'le="10000000"' in text and 'le="2500000"' not in text  # NIXL's defaults
+    finally:
+        for p in procs:
+            _stop(p)
+
+
+def test_prometheus_mp_needs_its_directory(tmp_path):
+    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus_mp", NIXL_TELEMETRY_ENABLE="y")
+    env.pop("NIXL_TELEMETRY_MULTIPROC_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
+            "nixl_agent('mp-nodir', nixl_agent_config(backends=[]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode != 0
+    assert "NIXL_TELEMETRY_MULTIPROC_DIR" in r.stderr
+
+
+def test_malformed_buckets_leave_the_agent_without_export():
+    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus", NIXL_TELEMETRY_ENABLE="y",
+               NIXL_TELEMETRY_PROMETHEUS_PORT=str(_free_port()),
+               NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US="10, 5")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
+            "a = nixl_agent('badbuckets', nixl_agent_config(backends=[]))\n"
+            "print('EXPORTING', a._telemetry)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "EXPORTING False" in r.stdout
+    assert "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US" in r.stderr

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nixl_test/catch.hpp"
+#include "nixl_test/env.hpp"
 #include "nixl_test/fixtures.hpp"
 
 using namespace nixl::test;
@@ -25,17 +26,6 @@ using nixl::telemetry_event;
 using nixl::xfer_op;
 
 namespace {
-
-struct env_guard {
-  std::vector<std::string> names;
-  void set(const char* n, const std::string& v) {
-    ::setenv(n, v.c_str(), 1);
-    names.emplace_back(n);
-  }
-  ~env_guard() {
-    for (const auto& n : names) ::unsetenv(n.c_str());
-  }
-};
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/nixl-tel-XXXXXX";

@@ -74,6 +74,12 @@ class nixlAgent {
                               const nixl_opt_args_t* extra_params = nullptr) const;
   nixl_status_t prepXferDlist(const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
                               const nixl_opt_args_t* extra_params = nullptr) const;
+  /// NIXL 1.5: strided rows; the handle indexes their blocks in row order (flat indices).
+  nixl_status_t prepXferDlist(const std::string& agent_name, const nixl_stride_dlist_t& descs,
+                              nixlDlistH*& dlist_hndl,
+                              const nixl_opt_args_t* extra_params = nullptr) const;
+  nixl_status_t prepXferDlist(const nixl_stride_dlist_t& descs, nixlDlistH*& dlist_hndl,
+                              const nixl_opt_args_t* extra_params = nullptr) const;
   nixl_status_t makeXferReq(const nixl_xfer_op_t& operation, const nixlDlistH* local_side,
                             const std::vector<int>& local_indices, const nixlDlistH* remote_side,
                             const std::vector<int>& remote_indices, nixlXferReqH*& req_hndl,

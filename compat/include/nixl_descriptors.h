@@ -1,7 +1,8 @@
 #ifndef _NIXL_DESCRIPTORS_H
 #define _NIXL_DESCRIPTORS_H
 /// NIXL's descriptor classes (nixl_descriptors.h of NIXL 1.4): nixlBasicDesc (24 bytes),
-/// nixlBlobDesc (plus metadata), nixlRemoteDesc (plus agent name) and nixlDescList.
+/// nixlBlobDesc (plus metadata), nixlRemoteDesc (plus agent name), nixlStrideDesc (NIXL 1.5's
+/// strided run) and nixlDescList.
 
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -119,6 +121,26 @@ inline bool operator==(const nixlRemoteDesc& a, const nixlRemoteDesc& b) {
          a.remoteAgent == b.remoteAgent;
 }
 
+/// A strided run (NIXL 1.5): `count` blocks of `len` bytes each, block k at `addr + k*stride`.
+/// Layout {addr, len, devId, stride, count}, 40 bytes. prepXferDlist indexes the blocks of a
+/// list of them in row order, as if each block had been listed one by one.
+struct nixlStrideDesc : public nixlBasicDesc {
+  size_t stride = 0;  ///< byte distance between consecutive block starts (stride == len: dense)
+  size_t count = 0;   ///< number of blocks in the run
+
+  using nixlBasicDesc::nixlBasicDesc;
+  nixlStrideDesc() = default;
+  nixlStrideDesc(const uintptr_t& addr, const size_t& len, const uint64_t& dev_id,
+                 const size_t& stride, const size_t& count)
+      : nixlBasicDesc(addr, len, dev_id), stride(stride), count(count) {}
+  friend bool operator==(const nixlStrideDesc& a, const nixlStrideDesc& b) {
+    return static_cast<const nixlBasicDesc&>(a) == static_cast<const nixlBasicDesc&>(b) &&
+           a.stride == b.stride && a.count == b.count;
+  }
+  friend bool operator!=(const nixlStrideDesc& a, const nixlStrideDesc& b) { return !(a == b); }
+};
+static_assert(sizeof(nixlStrideDesc) == 40, "nixlStrideDesc is {addr, len, devId, stride, count}");
+
 /// A list of descriptors of one segment type. Not sorted: the order is the caller's.
 template <class T>
 class nixlDescList {
@@ -198,10 +220,14 @@ class nixlDescList {
 template <class Y>
 bool operator==(const nixlDescList<Y>& a, const nixlDescList<Y>& b) {
   if (a.type != b.type || a.descs.size() != b.descs.size()) return false;
-  for (size_t i = 0; i < a.descs.size(); ++i)
-    if (static_cast<const nixlBasicDesc&>(a.descs[i]) !=
-        static_cast<const nixlBasicDesc&>(b.descs[i]))
+  for (size_t i = 0; i < a.descs.size(); ++i) {
+    if constexpr (std::is_same_v<Y, nixlStrideDesc>) {
+      if (a.descs[i] != b.descs[i]) return false;  // the run's shape too
+    } else if (static_cast<const nixlBasicDesc&>(a.descs[i]) !=
+               static_cast<const nixlBasicDesc&>(b.descs[i])) {
       return false;
+    }
+  }
   return true;
 }
 
@@ -209,10 +235,12 @@ bool operator==(const nixlDescList<Y>& a, const nixlDescList<Y>& b) {
 extern template class nixlDescList<nixlBasicDesc>;
 extern template class nixlDescList<nixlBlobDesc>;
 extern template class nixlDescList<nixlRemoteDesc>;
+extern template class nixlDescList<nixlStrideDesc>;
 
 using nixl_xfer_dlist_t = nixlDescList<nixlBasicDesc>;
 using nixl_local_dlist_t = nixlDescList<nixlBasicDesc>;
 using nixl_reg_dlist_t = nixlDescList<nixlBlobDesc>;
 using nixl_remote_dlist_t = nixlDescList<nixlRemoteDesc>;
+using nixl_stride_dlist_t = nixlDescList<nixlStrideDesc>;
 
 #endif

@@ -93,8 +93,8 @@ nixl_status_t nixlSerDes::importStr(const std::string& sdbuf) {
 }
 
 // Descriptor lists: "nixlDList" -> kind, "t" -> nixl_mem_t (4 bytes), "n" -> count (8 bytes),
-// then a basic list's descriptors as one entry of count x 24 raw bytes, or, for the other
-// kinds, one entry per descriptor holding its serialize() bytes.
+// then a basic (strided) list's descriptors as one entry of count x 24 (40) raw bytes, or, for the
+// other kinds, one entry per descriptor holding its serialize() bytes.
 
 namespace {
 template <class T>
@@ -103,9 +103,14 @@ const char* list_kind() {
     return "nixlBDList";
   else if constexpr (std::is_same_v<T, nixlBlobDesc>)
     return "nixlSDList";
+  else if constexpr (std::is_same_v<T, nixlStrideDesc>)
+    return "nixlStrideDList";
   else
     return "nixlRDList";
 }
+/// Lists serialized as one blob of fixed-size descriptors.
+template <class T>
+constexpr bool pod_list = std::is_same_v<T, nixlBasicDesc> || std::is_same_v<T, nixlStrideDesc>;
 }  // namespace
 
 template <class T>
@@ -116,12 +121,12 @@ nixlDescList<T>::nixlDescList(nixlSerDes* deserializer) : type(DRAM_SEG) {
   if (deserializer->getBuf("t", &t, sizeof(t)) != NIXL_SUCCESS ||
       deserializer->getBuf("n", &n, sizeof(n)) != NIXL_SUCCESS)
     return;
-  if constexpr (std::is_same_v<T, nixlBasicDesc>) {
+  if constexpr (pod_list<T>) {
     const ssize_t bytes = deserializer->getBufLen("");
-    if (bytes < 0 || static_cast<uint64_t>(bytes) != n * sizeof(nixlBasicDesc) ||
-        n > static_cast<uint64_t>(bytes))
+    if (bytes < 0 || n > static_cast<uint64_t>(bytes) / sizeof(T) ||
+        static_cast<uint64_t>(bytes) != n * sizeof(T))
       return;
-    std::vector<nixlBasicDesc> v(static_cast<size_t>(n));
+    std::vector<T> v(static_cast<size_t>(n));
     if (deserializer->getBuf("", v.data(), bytes) != NIXL_SUCCESS) return;
     descs = std::move(v);
   } else {
@@ -144,8 +149,8 @@ nixl_status_t nixlDescList<T>::serialize(nixlSerDes* serializer) const {
   if (s == NIXL_SUCCESS) s = serializer->addBuf("t", &type, sizeof(type));
   if (s == NIXL_SUCCESS) s = serializer->addBuf("n", &n, sizeof(n));
   if (s != NIXL_SUCCESS) return s;
-  if constexpr (std::is_same_v<T, nixlBasicDesc>) {
-    return serializer->addBuf("", descs.data(), static_cast<ssize_t>(n * sizeof(nixlBasicDesc)));
+  if constexpr (pod_list<T>) {
+    return serializer->addBuf("", descs.data(), static_cast<ssize_t>(n * sizeof(T)));
   } else {
     for (const auto& d : descs)
       if ((s = serializer->addStr("", d.serialize())) != NIXL_SUCCESS) return s;
@@ -156,3 +161,4 @@ nixl_status_t nixlDescList<T>::serialize(nixlSerDes* serializer) const {
 template class nixlDescList<nixlBasicDesc>;
 template class nixlDescList<nixlBlobDesc>;
 template class nixlDescList<nixlRemoteDesc>;
+template class nixlDescList<nixlStrideDesc>;

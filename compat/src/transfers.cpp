@@ -27,6 +27,28 @@ nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool on
   return o;
 }
 
+using nixl::compat::to_core;  // the expanded list's, beside this one
+
+/// NIXL's strided rows as the core's strided list.
+nixl::strided_dlist to_core(const nixl_stride_dlist_t& l) {
+  nixl::strided_dlist out(kind_of(l.getType()));
+  out.reserve(static_cast<std::size_t>(l.descCount()));
+  for (const auto& d : l) out.push_back({d.addr, d.len, d.devId, d.stride, d.count});
+  return out;
+}
+
+/// Both prepXferDlist forms (expanded or strided descriptors).
+template <class List>
+nixl_status_t prep_dlist(nixlAgentData& d, const std::string& agent_name, const List& descs,
+                         nixlDlistH*& dlist_hndl, const nixl_opt_args_t* extra_params) {
+  dlist_hndl = nullptr;  // as NIXL: a failed call leaves the out-handle null
+  return guarded("prepXferDlist", [&] {
+    auto h = std::make_shared<nixlDlistH>(d.rt);
+    h->list = d.agent().prepare_list(agent_name, to_core(descs), d.options(extra_params));
+    dlist_hndl = d.rt.lists.keep(std::move(h));
+  });
+}
+
 /// True when `h` was handed out by the agent of `d`.
 template <class H>
 bool ours(const nixlAgentData& d, const H* h) noexcept {
@@ -40,15 +62,21 @@ bool ours(const nixlAgentData& d, const H* h) noexcept {
 nixl_status_t nixlAgent::prepXferDlist(const std::string& agent_name,
                                        const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
                                        const nixl_opt_args_t* extra_params) const {
-  dlist_hndl = nullptr;  // as NIXL: a failed call leaves the out-handle null
-  return guarded("prepXferDlist", [&] {
-    auto h = std::make_shared<nixlDlistH>(data->rt);
-    h->list = data->agent().prepare_list(agent_name, to_core(descs), data->options(extra_params));
-    dlist_hndl = data->rt.lists.keep(std::move(h));
-  });
+  return prep_dlist(*data, agent_name, descs, dlist_hndl, extra_params);
 }
 
 nixl_status_t nixlAgent::prepXferDlist(const nixl_xfer_dlist_t& descs, nixlDlistH*& dlist_hndl,
+                                       const nixl_opt_args_t* extra_params) const {
+  return prepXferDlist(NIXL_INIT_AGENT, descs, dlist_hndl, extra_params);
+}
+
+nixl_status_t nixlAgent::prepXferDlist(const std::string& agent_name,
+                                       const nixl_stride_dlist_t& descs, nixlDlistH*& dlist_hndl,
+                                       const nixl_opt_args_t* extra_params) const {
+  return prep_dlist(*data, agent_name, descs, dlist_hndl, extra_params);
+}
+
+nixl_status_t nixlAgent::prepXferDlist(const nixl_stride_dlist_t& descs, nixlDlistH*& dlist_hndl,
                                        const nixl_opt_args_t* extra_params) const {
   return prepXferDlist(NIXL_INIT_AGENT, descs, dlist_hndl, extra_params);
 }

@@ -216,8 +216,25 @@ class agent {
                                  const backend_options& opt = {}) {
     return typed_prepared<K>(prepare_list(remote, static_cast<const xfer_dlist&>(list), opt));
   }
+  /// Resolves a strided list (NIXL 1.5's strided descriptors): per backend, each row's span
+  /// `[addr, addr + (count-1)*stride + len)` must lie in one registered region; the prepared
+  /// list keeps the rows (no merging, O(rows) memory) and indexes their blocks in row order,
+  /// run i covering flat indices [S_i, S_i + count_i). Throws `not_found` for an empty list, a
+  /// row with `count == 0`, `len == 0` or `stride < len`, a span no backend covers, or an
+  /// unknown peer.
+  prepared prepare_list(std::string_view remote, const strided_dlist& list,
+                        const backend_options& opt = {});
+  prepared prepare_list(const strided_dlist& list, const backend_options& opt = {}) {
+    return prepare_list({}, list, opt);
+  }
+  template <kind_tag K>
+  typed_prepared<K> prepare_list(std::string_view remote, const strided_list<K>& list,
+                                 const backend_options& opt = {}) {
+    return typed_prepared<K>(prepare_list(remote, static_cast<const strided_dlist&>(list), opt));
+  }
 
-  /// Makes a request from index vectors into two prepared lists (local, then remote side).
+  /// Makes a request from index vectors into two prepared lists (local, then remote side),
+  /// expanded or strided in any pairing (an index of a strided list is a block of its rows).
   /// Runs contiguous on both sides merge unless `opt.skip_merge`. Throws `invalid_param` for
   /// mismatched counts, indices out of range or lengths that differ, `not_found` when the peer
   /// was invalidated or no backend is common to both lists.

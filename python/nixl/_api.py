@@ -412,12 +412,22 @@ class nixl_agent:
         mem_type: Optional[str] = None,
         backends: list[str] = [],  # noqa: B006
     ) -> nixl_prepped_dlist_handle:
-        descs = self.get_xfer_descs(xfer_list, mem_type)
-        if descs is None:
-            raise TypeError("prep_xfer_dlist: could not make transfer descriptors (see log)")
+        """Prepares a list for make_prepped_xfer: local for "NIXL_INIT_AGENT" (or ""), else the
+        named agent's side. `xfer_list` as for get_xfer_descs, or an Nx5 numpy array of strided
+        rows (address, len, device ID, stride, count), uint64 or int64, C-contiguous, with
+        `mem_type` given: the handle then indexes the rows' blocks in row order."""
         if agent_name == "NIXL_INIT_AGENT":
             agent_name = nixlBind.NIXL_INIT_AGENT
-        h = self.agent.prepXferDlist(agent_name, descs, self._handles(backends))
+        backs = self._handles(backends)
+        if isinstance(xfer_list, np.ndarray) and xfer_list.ndim == 2 and xfer_list.shape[1] == 5:
+            if mem_type is None:
+                raise ValueError("Please specify a mem type for strided descriptors")
+            h = self.agent.prepXferDlist(agent_name, self._mem(mem_type), xfer_list, backs)
+        else:
+            descs = self.get_xfer_descs(xfer_list, mem_type)
+            if descs is None:
+                raise TypeError("prep_xfer_dlist: could not make transfer descriptors (see log)")
+            h = self.agent.prepXferDlist(agent_name, descs, backs)
         return nixl_prepped_dlist_handle(self.agent, h)
 
     def estimate_xfer_cost(self, req_handle) -> tuple[int, int, str]:

@@ -68,6 +68,8 @@ class py_agent {
   // -- prepared lists and requests (transfers.cpp) --
   std::uintptr_t prep_dlist(std::string agent, const xfer_dlist& l,
                             const std::vector<std::uintptr_t>& bs);
+  std::uintptr_t prep_dlist(std::string agent, const strided_dlist& l,
+                            const std::vector<std::uintptr_t>& bs);
   std::shared_ptr<runtime::prepared> dlist(std::uintptr_t h) const;
   void release_dlist(std::uintptr_t h);
   std::uintptr_t make_req(xfer_op op, std::uintptr_t lh, py::object li, std::uintptr_t rh,
@@ -98,6 +100,8 @@ class py_agent {
 
  private:
   std::uintptr_t keep(request_t&& r);
+  template <class List>
+  std::uintptr_t prep_any(std::string agent, const List& l, const std::vector<std::uintptr_t>& bs);
 
   runtime::agent rt_;
 };

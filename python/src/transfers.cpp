@@ -3,6 +3,8 @@
 // facade's objects, which it owns until they are released or the agent goes).
 
 #include <chrono>
+#include <cstring>
+#include <stdexcept>
 
 #include "agent.hpp"
 #include "convert.hpp"
@@ -22,8 +24,9 @@ xfer_options xopts(backend_options&& b, const std::string& notif, bool skip) {
 
 // Prepared lists
 
-std::uintptr_t py_agent::prep_dlist(std::string agent, const xfer_dlist& l,
-                                    const std::vector<std::uintptr_t>& bs) {
+template <class List>
+std::uintptr_t py_agent::prep_any(std::string agent, const List& l,
+                                  const std::vector<std::uintptr_t>& bs) {
   if (agent == "NIXL_INIT_AGENT") agent.clear();
   auto o = options(bs);
   auto p = std::make_shared<runtime::prepared>(rt_);
@@ -32,6 +35,16 @@ std::uintptr_t py_agent::prep_dlist(std::string agent, const xfer_dlist& l,
     p->list = get().prepare_list(agent, l, o);
   }
   return reinterpret_cast<std::uintptr_t>(rt_.lists.keep(std::move(p)));
+}
+
+std::uintptr_t py_agent::prep_dlist(std::string agent, const xfer_dlist& l,
+                                    const std::vector<std::uintptr_t>& bs) {
+  return prep_any(std::move(agent), l, bs);
+}
+
+std::uintptr_t py_agent::prep_dlist(std::string agent, const strided_dlist& l,
+                                    const std::vector<std::uintptr_t>& bs) {
+  return prep_any(std::move(agent), l, bs);
 }
 
 std::shared_ptr<runtime::prepared> py_agent::dlist(std::uintptr_t h) const {
@@ -182,15 +195,42 @@ void py_agent::gen_notif(const std::string& remote, const std::string& msg,
   get().notify(remote, msg, o);
 }
 
+namespace {
+
+/// NIXL 1.5's strided rows: an Nx5 array (addr, len, dev, stride, count) of uint64 or int64,
+/// C-contiguous, copied bytewise. Throws std::invalid_argument (Python ValueError) otherwise.
+strided_dlist strided_from_array(mem_kind k, const py::array& a) {
+  if (a.ndim() != 2 || a.shape(1) != 5)
+    throw std::invalid_argument("descs must be a Nx5 numpy array");
+  if (!a.dtype().is(py::dtype::of<std::uint64_t>()) && !a.dtype().is(py::dtype::of<std::int64_t>()))
+    throw std::invalid_argument("descs must be a Nx5 numpy array of uint64 or int64");
+  if ((a.flags() & py::array::c_style) == 0)
+    throw std::invalid_argument("descs must be a Nx5 numpy array, C-contiguous");
+  std::vector<stride_desc> rows(static_cast<std::size_t>(a.shape(0)));
+  static_assert(sizeof(stride_desc) == 5 * sizeof(std::uint64_t));
+  if (!rows.empty()) std::memcpy(rows.data(), a.data(), rows.size() * sizeof(stride_desc));
+  return strided_dlist(k, std::move(rows));
+}
+
+}  // namespace
+
 void bind_transfers(py::class_<py_agent>& c) {
   using bl = std::vector<std::uintptr_t>;
   const auto no_backends = bl{};
-  c.def("prepXferDlist", &py_agent::prep_dlist, py::arg("agent_name"), py::arg("descs"),
-        py::arg("backend") = no_backends)
+  using prep_expanded = std::uintptr_t (py_agent::*)(std::string, const xfer_dlist&, const bl&);
+  c.def("prepXferDlist", static_cast<prep_expanded>(&py_agent::prep_dlist), py::arg("agent_name"),
+        py::arg("descs"), py::arg("backend") = no_backends)
       .def(
           "prepXferDlist",
           [](py_agent& a, const xfer_dlist& l, const bl& bs) { return a.prep_dlist("", l, bs); },
           py::arg("descs"), py::arg("backend") = no_backends)
+      .def(
+          "prepXferDlist",
+          [](py_agent& a, std::string agent, mem_kind k, const py::array& descs, const bl& bs) {
+            return a.prep_dlist(std::move(agent), strided_from_array(k, descs), bs);
+          },
+          py::arg("agent_name"), py::arg("mem_type"), py::arg("descs").noconvert(),
+          py::arg("backend") = no_backends)
       .def("makeXferReq", &py_agent::make_req, py::arg("operation"), py::arg("local_side"),
            py::arg("local_indices"), py::arg("remote_side"), py::arg("remote_indices"),
            py::arg("notif_msg") = std::string(), py::arg("backend") = no_backends,

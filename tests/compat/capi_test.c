@@ -412,6 +412,33 @@ static void test_agents(void) {
   CHECK(nixl_capi_release_xfer_dlist_handle(ini, lh) == NIXL_CAPI_SUCCESS);
   CHECK(nixl_capi_release_xfer_dlist_handle(ini, rh) == NIXL_CAPI_SUCCESS);
 
+  /* nixl-cpp's strided extension: the same READ from rows {addr, len, dev, stride, count}. */
+  {
+    const uint64_t lrow[5] = {(uint64_t)(uintptr_t)src, BLK, 0, BLK, 4};
+    const uint64_t rrow[5] = {(uint64_t)(uintptr_t)dst, BLK, 0, BLK, 4};
+    const uint64_t bad_row[5] = {(uint64_t)(uintptr_t)dst, BLK, 0, BLK / 2, 4}; /* stride < len */
+    nixl_capi_xfer_dlist_handle_t sl = NULL, sr = NULL, sb = NULL;
+    REQUIRE(nixl_capi_prep_xfer_stride_dlist(ini, "", NIXL_CAPI_MEM_DRAM, lrow, 1, &sl, NULL) ==
+            NIXL_CAPI_SUCCESS);
+    REQUIRE(nixl_capi_prep_xfer_stride_dlist(ini, "c-target", NIXL_CAPI_MEM_DRAM, rrow, 1, &sr,
+                                             NULL) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_prep_xfer_stride_dlist(ini, "c-target", NIXL_CAPI_MEM_DRAM, bad_row, 1, &sb,
+                                           NULL) == NIXL_CAPI_ERROR_BACKEND);
+    CHECK(sb == NULL);
+    CHECK(nixl_capi_prep_xfer_stride_dlist(ini, "", NIXL_CAPI_MEM_UNKNOWN, lrow, 1, &sb, NULL) ==
+          NIXL_CAPI_ERROR_INVALID_PARAM);
+    fill(src, N, 0);
+    REQUIRE(nixl_capi_make_xfer_req(ini, NIXL_CAPI_XFER_OP_READ, sl, li, 2, sr, ri, 2, &req,
+                                    NULL) == NIXL_CAPI_SUCCESS);
+    REQUIRE(wait_req(ini, req, nixl_capi_post_xfer_req(ini, req, NULL)) == NIXL_CAPI_SUCCESS);
+    CHECK(memcmp(src, dst + 3 * BLK, BLK) == 0);
+    CHECK(memcmp(src + BLK, dst + 2 * BLK, BLK) == 0);
+    REQUIRE(nixl_capi_release_xfer_req(ini, req) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_destroy_xfer_req(req) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_release_xfer_dlist_handle(ini, sl) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_release_xfer_dlist_handle(ini, sr) == NIXL_CAPI_SUCCESS);
+  }
+
   /* Memory queries through POSIX: exactly one backend. */
   if (posix) {
     nixl_capi_params_t p = NULL;

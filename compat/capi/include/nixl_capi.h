@@ -190,6 +190,17 @@ nixl_capi_status_t nixl_capi_prep_xfer_dlist(nixl_capi_agent_t agent, const char
                                              nixl_capi_xfer_dlist_t descs,
                                              nixl_capi_xfer_dlist_handle_t* dlist_hndl,
                                              nixl_capi_opt_args_t opt_args);
+/* nixl-cpp extension (NIXL's C API has no strided entry): NIXL 1.5's strided descriptors.
+ * `rows` holds `row_count` rows of five values each, {addr, len, dev, stride, count} (the layout
+ * of nixlStrideDesc): `count` blocks of `len` bytes, block k at addr + k*stride. The handle
+ * indexes the blocks in row order, as nixlAgent::prepXferDlist(nixl_stride_dlist_t) does; it is
+ * released with nixl_capi_release_xfer_dlist_handle. Invalid rows, a span outside every
+ * registered region or an unknown agent: NIXL_CAPI_ERROR_BACKEND, `*dlist_hndl` untouched. */
+nixl_capi_status_t nixl_capi_prep_xfer_stride_dlist(nixl_capi_agent_t agent, const char* agent_name,
+                                                    nixl_capi_mem_type_t mem_type,
+                                                    const uint64_t* rows, size_t row_count,
+                                                    nixl_capi_xfer_dlist_handle_t* dlist_hndl,
+                                                    nixl_capi_opt_args_t opt_args);
 nixl_capi_status_t nixl_capi_release_xfer_dlist_handle(nixl_capi_agent_t agent,
                                                        nixl_capi_xfer_dlist_handle_t dlist_hndl);
 nixl_capi_status_t nixl_capi_make_xfer_req(nixl_capi_agent_t agent, nixl_capi_xfer_op_t operation,

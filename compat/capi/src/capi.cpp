@@ -607,6 +607,30 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_xfer_dlist(
   });
 }
 
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_xfer_stride_dlist(
+    nixl_capi_agent_t agent, const char* agent_name, nixl_capi_mem_type_t mem_type,
+    const uint64_t* rows, size_t row_count, nixl_capi_xfer_dlist_handle_t* dlist_hndl,
+    nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || agent_name == nullptr || (rows == nullptr && row_count > 0) ||
+      dlist_hndl == nullptr || static_cast<int>(mem_type) < 0 ||
+      static_cast<int>(mem_type) >= static_cast<int>(NIXL_CAPI_MEM_UNKNOWN))
+    return bad;
+  return guard([&] {
+    nixl_stride_dlist_t descs(static_cast<nixl_mem_t>(mem_type));
+    descs.reserve(row_count);
+    for (size_t i = 0; i < row_count; ++i) {
+      const uint64_t* r = rows + 5 * i;
+      descs.addDesc(nixlStrideDesc(static_cast<uintptr_t>(r[0]), r[1], r[2], r[3], r[4]));
+    }
+    auto w =
+        std::make_unique<nixl_capi_xfer_dlist_handle_s>(nixl_capi_xfer_dlist_handle_s{nullptr});
+    const auto s = agent->inner->prepXferDlist(agent_name, descs, w->inner, opt(opt_args));
+    if (s != NIXL_SUCCESS) return failed;
+    *dlist_hndl = w.release();
+    return ok;
+  });
+}
+
 NIXL_CAPI_EXPORT nixl_capi_status_t
 nixl_capi_release_xfer_dlist_handle(nixl_capi_agent_t agent, nixl_capi_xfer_dlist_handle_t h) {
   if (agent == nullptr || h == nullptr) return bad;

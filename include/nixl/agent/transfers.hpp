@@ -67,6 +67,39 @@ auto agent<Backends...>::prepare_list(std::string_view remote, const xfer_dlist&
 }
 
 template <class... Backends>
+auto agent<Backends...>::prepare_list(std::string_view remote, const strided_dlist& list,
+                                      const backend_options& opt) -> prepared {
+  if (list.empty()) raise(status::not_found, "prepare_list: the strided list is empty");
+  // Each row resolves as its span; the stored descriptor is then the run's first block.
+  xfer_dlist spans(list.kind());
+  spans.reserve(list.row_count());
+  std::vector<detail::run> runs;
+  runs.reserve(list.row_count());
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < list.row_count(); ++i) {
+    const stride_desc& r = list[i];
+    if (!r.valid())
+      raise(status::not_found,
+            "prepare_list: strided row {} (addr {:#x}, len {}, dev {}, stride {}, count {}) is "
+            "invalid; give count > 0, len > 0 and stride >= len",
+            i, r.addr, r.len, r.dev, r.stride, r.count);
+    spans.push_back(r.span());
+    runs.push_back({start, r.stride});
+    start += r.count;
+  }
+  prepared p = prepare_list(remote, spans, opt);
+  auto first_blocks = [&](auto& v) {
+    if (!v) return;
+    for (std::size_t i = 0; i < v->size(); ++i) (*v)[i].len = list[i].len;
+  };
+  std::apply([&](auto&... v) { (first_blocks(v), ...); }, p.local_descs_);
+  std::apply([&](auto&... v) { (first_blocks(v), ...); }, p.remote_descs_);
+  p.count_ = start;
+  p.runs_ = std::move(runs);
+  return p;
+}
+
+template <class... Backends>
 auto agent<Backends...>::make_request(xfer_op op, const prepared& local,
                                       std::span<const int> local_idx, const prepared& remote,
                                       std::span<const int> remote_idx, const xfer_options& opt)
@@ -294,14 +327,26 @@ void agent<Backends...>::build(request<B>& req, xfer_op op, const prepared& loca
   detail::scratch_descs<typename B::remote_region> r;
   l.reserve(li.size());
   r.reserve(ri.size());
-  for (std::size_t i = 0; i < li.size(); ++i) {
-    const auto& a = lv[static_cast<std::size_t>(li[i])];
-    const auto& b = rv[static_cast<std::size_t>(ri[i])];
-    if (a.len != b.len)
-      raise(status::invalid_param, "make_request: pair {} has length {} locally and {} remotely", i,
-            a.len, b.len);
-    l.push_back(a);
-    r.push_back(b);
+  // `at_l(f)` / `at_r(f)`: the descriptor of flat index f on each side.
+  auto fill = [&](auto&& at_l, auto&& at_r) {
+    for (std::size_t i = 0; i < li.size(); ++i) {
+      const auto& a = at_l(static_cast<std::size_t>(li[i]));
+      const auto& b = at_r(static_cast<std::size_t>(ri[i]));
+      if (a.len != b.len)
+        raise(status::invalid_param, "make_request: pair {} has length {} locally and {} remotely",
+              i, a.len, b.len);
+      l.push_back(a);
+      r.push_back(b);
+    }
+  };
+  if (!local.strided() && !remote.strided()) {
+    fill(
+        [&](std::size_t f) -> const auto& { return lv[f]; },
+        [&](std::size_t f) -> const auto& { return rv[f]; });
+  } else {
+    auto lc = local.cursor();
+    auto rc = remote.cursor();
+    fill([&](std::size_t f) { return lc.at(lv, f); }, [&](std::size_t f) { return rc.at(rv, f); });
   }
   finish<B>(req, op, l.span(), r.span(), remote.peer_, opt, {local.pins_, remote.pins_});
 }

@@ -256,6 +256,97 @@ using xfer_list = typed_list<Kind, desc>;
 template <kind_tag Kind>
 using reg_list = typed_list<Kind, reg_desc>;
 
+/// One row of a strided list: `count` blocks of `len` bytes each, block k at `addr + k*stride`
+/// (NIXL 1.5's nixlStrideDesc, the same 40 bytes). `stride == len` is a dense run.
+struct stride_desc {
+  std::uintptr_t addr = 0;
+  std::size_t len = 0;
+  std::uint64_t dev = 0;
+  std::size_t stride = 0;
+  std::size_t count = 0;
+
+  /// True when the row can be prepared: `count > 0`, `len > 0`, `stride >= len` and its span
+  /// fits in the address space.
+  constexpr bool valid() const noexcept {
+    if (count == 0 || len == 0 || stride < len) return false;
+    const auto max = std::numeric_limits<std::uintptr_t>::max();
+    return (count - 1) <= (max - len) / stride && addr <= max - ((count - 1) * stride + len);
+  }
+  /// The bytes the run touches: `[addr, addr + (count-1)*stride + len)` (for a valid row).
+  constexpr desc span() const noexcept { return {addr, (count - 1) * stride + len, dev}; }
+  /// Block `k` of the run.
+  constexpr desc block(std::size_t k) const noexcept { return {addr + k * stride, len, dev}; }
+  friend constexpr bool operator==(const stride_desc&, const stride_desc&) = default;
+};
+static_assert(sizeof(stride_desc) == 40 && std::is_trivially_copyable_v<stride_desc>);
+
+/// A run-time-kinded list of strided rows. It stands for the blocks of its rows in row order:
+/// `size()` is their number (kept as rows are added, never by expanding), `row_count()` the
+/// rows'. A prepared strided list indexes those blocks as if each had been listed one by one.
+class strided_dlist {
+ public:
+  using value_type = stride_desc;
+
+  strided_dlist() = default;
+  explicit strided_dlist(mem_kind kind) : kind_(kind) {}
+  strided_dlist(mem_kind kind, std::initializer_list<stride_desc> rows) : kind_(kind) {
+    for (const auto& r : rows) push_back(r);
+  }
+  strided_dlist(mem_kind kind, std::vector<stride_desc> rows)
+      : kind_(kind), rows_(std::move(rows)) {
+    for (const auto& r : rows_) blocks_ += r.count;
+  }
+
+  mem_kind kind() const noexcept { return kind_; }
+  /// Number of blocks (the sum of the rows' counts).
+  std::size_t size() const noexcept { return blocks_; }
+  std::size_t row_count() const noexcept { return rows_.size(); }
+  bool empty() const noexcept { return rows_.empty(); }
+  const stride_desc& operator[](std::size_t row) const noexcept { return rows_[row]; }
+  std::span<const stride_desc> rows() const noexcept { return rows_; }
+  auto begin() const noexcept { return rows_.begin(); }
+  auto end() const noexcept { return rows_.end(); }
+  void push_back(const stride_desc& r) {
+    rows_.push_back(r);
+    blocks_ += r.count;
+  }
+  stride_desc& emplace_back(std::uintptr_t addr, std::size_t len, std::uint64_t dev,
+                            std::size_t stride, std::size_t count) {
+    push_back({addr, len, dev, stride, count});
+    return rows_.back();
+  }
+  void reserve(std::size_t rows) { rows_.reserve(rows); }
+  void clear() noexcept {
+    rows_.clear();
+    blocks_ = 0;
+  }
+  /// The same blocks listed one by one (for callers that need the expanded form).
+  basic_list<desc> expand() const {
+    basic_list<desc> out(kind_);
+    out.reserve(blocks_);
+    for (const auto& r : rows_)
+      for (std::size_t k = 0; k < r.count; ++k) out.push_back(r.block(k));
+    return out;
+  }
+  friend bool operator==(const strided_dlist&, const strided_dlist&) = default;
+
+ protected:
+  mem_kind kind_ = mem_kind::dram;
+  std::vector<stride_desc> rows_;
+  std::size_t blocks_ = 0;
+};
+
+/// A strided list whose kind is a compile-time tag, e.g. `strided_list<vram_t>`.
+template <kind_tag Kind>
+class strided_list : public strided_dlist {
+ public:
+  using kind_type = Kind;
+  strided_list() : strided_dlist(Kind::value) {}
+  strided_list(std::initializer_list<stride_desc> rows) : strided_dlist(Kind::value, rows) {}
+  explicit strided_list(std::vector<stride_desc> rows)
+      : strided_dlist(Kind::value, std::move(rows)) {}
+};
+
 /// True for file, block and object kinds, where a registered length of 0 means "unbounded".
 constexpr bool unbounded_allowed(mem_kind k) noexcept {
   return k == mem_kind::file || k == mem_kind::block || k == mem_kind::object;

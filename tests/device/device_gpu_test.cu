@@ -352,6 +352,11 @@ void counter_round(agents& ag, nixlMemViewH l, nixlMemViewH r, vbuf& dst, vbuf& 
   REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
   REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
   const unsigned long long want = L == nixl_gpu_level_t::THREAD ? 32 : 1;
+  // Load both kernels now: with CUDA's lazy loading, the producer's first launch would wait for
+  // the spinning consumer to end.
+  cudaFuncAttributes fa{};
+  REQUIRE(cudaFuncGetAttributes(&fa, consumer) == cudaSuccess);
+  REQUIRE(cudaFuncGetAttributes(&fa, producer<L>) == cudaSuccess);
   consumer<<<1, 1, 0, b>>>(static_cast<unsigned long long*>(counter.p), want,
                            static_cast<uint32_t*>(dst.p), pattern, dev + 1);
   producer<L><<<1, 32, 0, a>>>(l, r, dev);
@@ -495,3 +500,47 @@ TEST_CASE("device: a local view's entries start at their registration (NIXL's ad
   ag.a0.releaseMemView(l);
   ag.a0.releaseMemView(r);
 }
+
+namespace nixl_device_test {
+
+void* vram_alloc(std::size_t n) {
+  void* p = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc(&p, n) != cudaSuccess) return nullptr;
+  return p;
+}
+void vram_free(void* p) {
+  cudaFree(p);
+}
+void vram_pattern(void* p, void* q, std::size_t n) {
+  std::vector<unsigned char> h(n);
+  for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<unsigned char>(i % 251);
+  REQUIRE(cudaMemcpy(p, h.data(), n, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemset(q, 0, n) == cudaSuccess);
+}
+bool vram_equal(const void* a, const void* b, std::size_t n) {
+  std::vector<unsigned char> x(n), y(n);
+  REQUIRE(cudaMemcpy(x.data(), a, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(y.data(), b, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+  return x == y;
+}
+
+__global__ void native_put_kernel(nixl::device::local_view l, std::size_t so,
+                                  nixl::device::remote_view r, std::size_t doff, std::size_t n,
+                                  int* out) {
+  const auto res = nixl::device::put<nixl::device::level::warp>(l, 0, so, r, 0, doff, n);
+  if (threadIdx.x == 0) *out = static_cast<int>(res);
+}
+
+int native_put(void* l, std::size_t so, void* r, std::size_t doff, std::size_t n) {
+  int* d = nullptr;
+  REQUIRE(cudaMalloc(&d, sizeof(int)) == cudaSuccess);
+  native_put_kernel<<<1, 32>>>(nixl::device::local_view(l), so, nixl::device::remote_view(r), doff,
+                               n, d);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h = -1;
+  REQUIRE(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(d);
+  return h;
+}
+
+}  // namespace nixl_device_test

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <nixl/agent.hpp>
 #include <nixl/backends/cuda.hpp>
 #include <nixl/backends/ucx.hpp>
 
@@ -101,4 +102,55 @@ TEST_CASE("device: releasing a handle nobody handed out only warns", "[device]")
   p.a.releaseMemView(&x);
   p.b.releaseMemView(reinterpret_cast<nixlMemViewH>(0xdead));
   SUCCEED();
+}
+
+// The native host API (nixl::agent::prepare_view over typed lists) and device API
+// (nixl/device.cuh), on a GPU: the launch is in device_gpu_test.cu.
+namespace nixl_device_test {
+/// Allocates `n` bytes of VRAM on GPU 0 (null without a GPU).
+void* vram_alloc(std::size_t n);
+void vram_free(void* p);
+/// Fills `p` with bytes i % 251 and zeroes `q`.
+void vram_pattern(void* p, void* q, std::size_t n);
+/// Puts [src_off, +n) of entry 0 of `l` to [dst_off, +n) of entry 0 of `r` at warp level with
+/// nixl::device::put; returns its result, then whether `dst` holds what `src` held there.
+int native_put(void* l, std::size_t src_off, void* r, std::size_t dst_off, std::size_t n);
+bool vram_equal(const void* a, const void* b, std::size_t n);
+}  // namespace nixl_device_test
+
+TEST_CASE("device: native views over typed VRAM lists use the entries' own addresses",
+          "[device][gpu]") {
+  namespace t = nixl_device_test;
+  if (nixl::cuda::backend::device_count() == 0)
+    NIXL_SKIP("no GPU: " << nixl::cuda::backend::no_device_reason());
+  using agent = nixl::agent<nixl::cuda::backend>;
+  agent a("native_a"), b("native_b");
+  a.create_backend<nixl::cuda::backend>();
+  b.create_backend<nixl::cuda::backend>();
+  constexpr std::size_t n = 4096;
+  void* src = t::vram_alloc(n);
+  void* dst = t::vram_alloc(n);
+  REQUIRE(src != nullptr);
+  REQUIRE(dst != nullptr);
+  t::vram_pattern(src, dst, n);
+  const auto sa = reinterpret_cast<std::uintptr_t>(src);
+  const auto da = reinterpret_cast<std::uintptr_t>(dst);
+  a.register_memory(nixl::reg_list<nixl::vram_t>{{{sa, n, 0}, ""}});
+  b.register_memory(nixl::reg_list<nixl::vram_t>{{{da, n, 0}, ""}});
+  a.load_remote_metadata(b.local_metadata());
+  {
+    // Local entry: the second KiB; remote entry: the third.
+    void* l = a.prepare_view(nixl::xfer_list<nixl::vram_t>{{sa + 1024, 1024, 0}});
+    const std::vector<nixl::remote_entry> rl{{"native_b", {da + 2048, 1024, 0}}};
+    void* r = a.prepare_view(nixl::vram, rl);
+    CHECK(t::native_put(l, 16, r, 32, 256) == 0);
+    CHECK(t::vram_equal(static_cast<char*>(src) + 1024 + 16, static_cast<char*>(dst) + 2048 + 32,
+                        256));
+    CHECK(t::native_put(l, 1000, r, 0, 64) != 0);  // past the 1 KiB entry
+    CHECK(a.release_view(l));
+    CHECK(a.release_view(r));
+    CHECK_FALSE(a.release_view(r));
+  }
+  t::vram_free(src);
+  t::vram_free(dst);
 }

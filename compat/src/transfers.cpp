@@ -206,23 +206,7 @@ nixl_status_t nixlAgent::releaseXferReq(nixlXferReqH* req_hndl) const {
   return NIXL_SUCCESS;
 }
 
-// Memory views (GPU device API)
-
-nixl_status_t nixlAgent::prepMemView(const nixl_remote_dlist_t&, nixlMemViewH& mvh,
-                                     const nixl_opt_args_t*) const {
-  mvh = nullptr;
-  nixl::log::error("prepMemView: the GPU device API is not part of this build");
-  return NIXL_ERR_NOT_SUPPORTED;
-}
-
-nixl_status_t nixlAgent::prepMemView(const nixl_local_dlist_t&, nixlMemViewH& mvh,
-                                     const nixl_opt_args_t*) const {
-  mvh = nullptr;
-  nixl::log::error("prepMemView: the GPU device API is not part of this build");
-  return NIXL_ERR_NOT_SUPPORTED;
-}
-
-void nixlAgent::releaseMemView(nixlMemViewH) const {}
+// Memory views (GPU device API): mem_view.cpp
 
 // Notifications
 

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,7 @@
 
 #include <nixl/agent_config.hpp>
 #include <nixl/concepts.hpp>
+#include <nixl/detail/device_views.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
@@ -259,6 +262,31 @@ class agent {
                       std::string_view remote_agent, const xfer_options& opt = {})
       -> request<detail::select_backend_t<L, R, Backends...>>;
 
+  // Memory views for GPU-initiated transfers (agent/views.hpp, docs/device.md)
+
+  /// A view of this agent's VRAM (every entry inside one backend's registrations); returns
+  /// its handle (NIXL's nixlMemViewH). Throws `not_found` when no backend covers every entry,
+  /// `not_supported` without a CUDA driver.
+  void* prepare_view(const xfer_dlist& list, const view_options& opt = {});
+  /// A view of peers' VRAM, entry by entry (`null_agent` entries are placeholders). Throws
+  /// `not_found` for an unknown peer, an entry no backend covers or a list of placeholders
+  /// only; `not_supported` for a peer this process cannot map (another host).
+  void* prepare_view(mem_kind kind, std::span<const remote_entry> list,
+                     const view_options& opt = {});
+  /// Typed forms: views are of GPU memory, checked at compile time.
+  template <kind_tag K>
+  void* prepare_view(const xfer_list<K>& list, const view_options& opt = {}) {
+    static_assert(std::is_same_v<K, vram_t>, "memory views are of VRAM (xfer_list<vram_t>)");
+    return prepare_view(static_cast<const xfer_dlist&>(list), opt);
+  }
+  template <kind_tag K>
+  void* prepare_view(K, std::span<const remote_entry> list, const view_options& opt = {}) {
+    static_assert(std::is_same_v<K, vram_t>, "memory views are of VRAM (nixl::vram)");
+    return prepare_view(K::value, list, opt);
+  }
+  /// Releases a view; false (nothing happens) for a handle this agent did not hand out.
+  bool release_view(void* handle) noexcept;
+
   /// The backend's estimate of a request's duration, when it offers one.
   template <class B>
   std::optional<std::chrono::microseconds> estimate_cost(const request<B>& r) const;
@@ -332,6 +360,7 @@ class agent {
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
   std::set<std::string, std::less<>> dropped_;  ///< peers pruned as disconnected, not removed yet
+  std::list<detail::views::record> views_;      ///< memory views handed out
 };
 
 }  // namespace nixl
@@ -341,3 +370,4 @@ class agent {
 #include <nixl/agent/peers.hpp>
 #include <nixl/agent/registration.hpp>
 #include <nixl/agent/transfers.hpp>
+#include <nixl/agent/views.hpp>

@@ -132,17 +132,12 @@ void bind_agent(py::class_<py_agent>& c) {
           py::arg("remote_agent"), py::arg("backends") = no_backends)
       .def(
           "prepMemView",
-          [](py_agent&, const py::object&, const bl&) -> std::uintptr_t {
-            throw nixl::error(status::not_supported,
-                              "prepMemView: the GPU device API is not part of this build");
+          [](py_agent& a, const py::object& descs, const bl& bs) -> std::uintptr_t {
+            return prep_mem_view(a, descs, bs);
           },
           py::arg("descs"), py::arg("backends") = no_backends)
       .def(
-          "releaseMemView",
-          [](py_agent&, std::uintptr_t) {
-            throw nixl::error(status::not_supported,
-                              "releaseMemView: the GPU device API is not part of this build");
-          },
+          "releaseMemView", [](py_agent& a, std::uintptr_t h) { release_mem_view(a, h); },
           py::arg("mem_view"))
       .def("getName", [](py_agent& a) { return a.get().name(); })
       // Telemetry events: whether the agent exports them, and one added by nixl._api.

@@ -41,6 +41,15 @@ struct py_telemetry {
   std::uint64_t descCount = 0;
 };
 
+class py_agent;
+
+/// nixlAgent.prepMemView / releaseMemView (views.cpp): memory views for GPU-initiated
+/// transfers, of an nixlXferDList (local) or an nixlRemoteDList (remote); the handle is
+/// NIXL's nixlMemViewH as an integer.
+std::uintptr_t prep_mem_view(py_agent& a, const py::object& descs,
+                             const std::vector<std::uintptr_t>& bs);
+void release_mem_view(py_agent& a, std::uintptr_t h);
+
 class py_agent {
  public:
   py_agent(const std::string& name, const py_config& c);

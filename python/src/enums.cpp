@@ -38,7 +38,13 @@ void add_values(py::enum_<E>& e, const nixl::detail::enum_names<E, N>& names,
 void bind_enums(py::module_& m) {
   m.attr("NIXL_INIT_AGENT") = "";
   m.attr("DEFAULT_COMM_PORT") = default_comm_port;
+  // The device API (nixl_device.cuh and prepMemView) is part of builds with CUDA
+  // (docs/device.md).
+#ifdef HAVE_UCX_GPU_DEVICE_API
+  m.attr("HAVE_UCX_GPU_DEVICE_API") = true;
+#else
   m.attr("HAVE_UCX_GPU_DEVICE_API") = false;
+#endif
   {
     py::list bl;
     for (auto n : agent_t::available_backends()) bl.append(py::str(std::string(n)));

@@ -514,8 +514,35 @@ static void test_agents(void) {
   free(dst);
 }
 
+/* Memory views without a GPU: NIXL's NOT_FOUND rules (-6), NULL checks, release. */
+static void test_mem_views(void) {
+  nixl_capi_agent_t a = NULL;
+  CHECK(nixl_capi_create_agent("mv", &a) == NIXL_CAPI_SUCCESS);
+  nixl_capi_remote_dlist_t r = NULL;
+  CHECK(nixl_capi_create_remote_dlist(NIXL_CAPI_MEM_VRAM, &r) == NIXL_CAPI_SUCCESS);
+  nixl_capi_mem_view_t mv = (nixl_capi_mem_view_t)0x1;
+  CHECK(nixl_capi_remote_dlist_add_desc(r, 0, 0, 0, NULL) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_prep_mem_view_remote(a, r, &mv, NULL) == NIXL_CAPI_ERROR_NOT_FOUND);
+  CHECK(nixl_capi_remote_dlist_add_desc(r, 0x1000, 64, 0, "nobody") == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_prep_mem_view_remote(a, r, &mv, NULL) == NIXL_CAPI_ERROR_NOT_FOUND);
+  CHECK(mv == (nixl_capi_mem_view_t)0x1); /* written only on success */
+  CHECK(nixl_capi_prep_mem_view_remote(NULL, r, &mv, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_prep_mem_view_remote(a, r, NULL, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_destroy_remote_dlist(r) == NIXL_CAPI_SUCCESS);
+  nixl_capi_xfer_dlist_t l = NULL;
+  CHECK(nixl_capi_create_xfer_dlist(NIXL_CAPI_MEM_VRAM, &l) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_xfer_dlist_add_desc(l, 0x1000, 64, 0) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_prep_mem_view_local(a, l, &mv, NULL) == NIXL_CAPI_ERROR_NOT_FOUND);
+  CHECK(nixl_capi_prep_mem_view_local(a, NULL, &mv, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_destroy_xfer_dlist(l) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_release_mem_view(a, (nixl_capi_mem_view_t)0x1) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_release_mem_view(a, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_destroy_agent(a) == NIXL_CAPI_SUCCESS);
+}
+
 int main(void) {
   test_values();
+  test_mem_views();
   test_params_and_opt_args();
   test_lists();
   test_agents();

@@ -442,9 +442,14 @@ def test_metadata_is_bytes_and_names(pair):
 
 
 @needs_ucx
-def test_mem_view_not_supported(unique_name):
+def test_mem_view_errors(unique_name):
     a = nixl_agent(unique_name("mv"))
-    with pytest.raises(nixl.nixlNotSupportedError):
+    with pytest.raises(nixl.nixlNotFoundError):  # agent "x" is not loaded
         a.prep_mem_view(a.get_remote_descs([(1, 2, 0, "x")], "VRAM"))
-    with pytest.raises(nixl.nixlNotSupportedError):
-        a.release_mem_view(1)
+    with pytest.raises(nixl.nixlNotFoundError):  # placeholders only
+        a.prep_mem_view(a.get_remote_descs([(0, 0, 0, "NULL_AGENT")], "VRAM"))
+    with pytest.raises(nixl.nixlNotFoundError):  # unregistered VRAM
+        a.prep_mem_view(a.get_xfer_descs([(4096, 64, 0)], "VRAM"))
+    with pytest.raises(KeyError):
+        a.prep_mem_view(a.get_xfer_descs([(4096, 64, 0)], "VRAM"), backends=["NOPE"])
+    a.release_mem_view(1)  # an unknown handle: a warning only

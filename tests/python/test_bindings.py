@@ -11,7 +11,7 @@ from nixl import _bindings as nb
 def test_module_constants_and_enums():
     assert nb.NIXL_INIT_AGENT == ""
     assert nb.DEFAULT_COMM_PORT == 8888
-    assert nb.HAVE_UCX_GPU_DEVICE_API is False
+    assert isinstance(nb.HAVE_UCX_GPU_DEVICE_API, bool)  # True in builds with CUDA
     assert [int(x) for x in (nb.DRAM_SEG, nb.VRAM_SEG, nb.BLK_SEG, nb.OBJ_SEG, nb.FILE_SEG)] == [
         0, 1, 2, 3, 4]
     assert int(nb.nixl_mem_t.FILE_SEG) == 4
@@ -208,7 +208,7 @@ def test_raw_agent_errors():
         a.releasedDlistH(12345)
     with pytest.raises(nb.nixlInvalidParamError):
         a.getBackendParams(999)
-    with pytest.raises(nb.nixlNotSupportedError):
+    with pytest.raises(nb.nixlNotFoundError):  # no backend makes views of DRAM
         a.prepMemView(nb.nixlXferDList(nb.DRAM_SEG))
     with pytest.raises(nb.nixlMismatchError):
         a.loadRemoteMD(b"\x00" * 64)

@@ -24,7 +24,9 @@ typedef enum {
   NIXL_CAPI_ERROR_BACKEND = -2,
   NIXL_CAPI_ERROR_INVALID_STATE = -3,
   NIXL_CAPI_ERROR_EXCEPTION = -4,
-  NIXL_CAPI_ERROR_NO_TELEMETRY = -5
+  NIXL_CAPI_ERROR_NO_TELEMETRY = -5,
+  /* NIXL after 1.4.0 (memory views only here): what was asked for is not there. */
+  NIXL_CAPI_ERROR_NOT_FOUND = -6
 } nixl_capi_status_t;
 
 typedef enum {
@@ -281,6 +283,28 @@ nixl_capi_status_t nixl_capi_query_resp_list_get_params(nixl_capi_query_resp_lis
 nixl_capi_status_t nixl_capi_query_mem(nixl_capi_agent_t agent, nixl_capi_reg_dlist_t descs,
                                        nixl_capi_query_resp_list_t resp,
                                        nixl_capi_opt_args_t opt_args);
+
+/* Memory views for GPU-initiated transfers (NIXL after 1.4.0; docs/device.md). The status of
+ * these calls maps NOT_FOUND to -6 and other failures to -2; *mvh is written only on success.
+ * The descriptor list may be destroyed once prep returns; release views before the agent. */
+typedef struct nixl_capi_remote_dlist_s* nixl_capi_remote_dlist_t;
+typedef struct nixl_capi_mem_view_s* nixl_capi_mem_view_t; /* the raw nixlMemViewH */
+nixl_capi_status_t nixl_capi_create_remote_dlist(nixl_capi_mem_type_t mem_type,
+                                                 nixl_capi_remote_dlist_t* dlist);
+nixl_capi_status_t nixl_capi_destroy_remote_dlist(nixl_capi_remote_dlist_t dlist);
+/* remote_agent NULL: the NULL_AGENT placeholder. */
+nixl_capi_status_t nixl_capi_remote_dlist_add_desc(nixl_capi_remote_dlist_t dlist, uintptr_t addr,
+                                                   size_t len, uint64_t dev_id,
+                                                   const char* remote_agent);
+nixl_capi_status_t nixl_capi_prep_mem_view_local(nixl_capi_agent_t agent,
+                                                 nixl_capi_xfer_dlist_t descs,
+                                                 nixl_capi_mem_view_t* mvh,
+                                                 nixl_capi_opt_args_t opt_args);
+nixl_capi_status_t nixl_capi_prep_mem_view_remote(nixl_capi_agent_t agent,
+                                                  nixl_capi_remote_dlist_t descs,
+                                                  nixl_capi_mem_view_t* mvh,
+                                                  nixl_capi_opt_args_t opt_args);
+nixl_capi_status_t nixl_capi_release_mem_view(nixl_capi_agent_t agent, nixl_capi_mem_view_t mvh);
 
 /* Always false in this library (nixl-sys's stubs answer true when they could not load it). */
 bool nixl_capi_is_stub(void);

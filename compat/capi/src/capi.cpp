@@ -980,3 +980,83 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_query_mem(nixl_capi_agent_t agent,
 NIXL_CAPI_EXPORT bool nixl_capi_is_stub(void) {
   return false;
 }
+
+// Memory views (NIXL after 1.4.0): NOT_FOUND is -6 here, other failures -2.
+
+struct nixl_capi_remote_dlist_s {
+  std::unique_ptr<nixl_remote_dlist_t> dlist;
+};
+
+namespace {
+
+nixl_capi_status_t map_view(nixl_status_t s) noexcept {
+  if (s == NIXL_SUCCESS) return ok;
+  return s == NIXL_ERR_NOT_FOUND ? NIXL_CAPI_ERROR_NOT_FOUND : failed;
+}
+
+}  // namespace
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_remote_dlist(nixl_capi_mem_type_t mem_type,
+                                                                  nixl_capi_remote_dlist_t* dlist) {
+  if (dlist == nullptr || mem_type < NIXL_CAPI_MEM_DRAM || mem_type > NIXL_CAPI_MEM_FILE)
+    return bad;
+  return guard([&] {
+    auto l = std::make_unique<nixl_capi_remote_dlist_s>();
+    l->dlist = std::make_unique<nixl_remote_dlist_t>(static_cast<nixl_mem_t>(mem_type));
+    *dlist = l.release();
+    return ok;
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_destroy_remote_dlist(nixl_capi_remote_dlist_t dlist) {
+  if (dlist == nullptr) return bad;
+  delete dlist;
+  return ok;
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_remote_dlist_add_desc(nixl_capi_remote_dlist_t dlist,
+                                                                    uintptr_t addr, size_t len,
+                                                                    uint64_t dev_id,
+                                                                    const char* remote_agent) {
+  if (dlist == nullptr) return bad;
+  return guard([&] {
+    dlist->dlist->addDesc(nixlRemoteDesc(addr, len, dev_id,
+                                         remote_agent != nullptr ? remote_agent : nixl_null_agent));
+    return ok;
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_mem_view_local(nixl_capi_agent_t agent,
+                                                                  nixl_capi_xfer_dlist_t descs,
+                                                                  nixl_capi_mem_view_t* mvh,
+                                                                  nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || descs == nullptr || mvh == nullptr) return bad;
+  return guard([&] {
+    nixlMemViewH h = nullptr;
+    const auto s = agent->inner->prepMemView(*descs->dlist, h, opt(opt_args));
+    if (s == NIXL_SUCCESS) *mvh = static_cast<nixl_capi_mem_view_t>(h);
+    return map_view(s);
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_mem_view_remote(nixl_capi_agent_t agent,
+                                                                   nixl_capi_remote_dlist_t descs,
+                                                                   nixl_capi_mem_view_t* mvh,
+                                                                   nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || descs == nullptr || mvh == nullptr) return bad;
+  return guard([&] {
+    nixlMemViewH h = nullptr;
+    const auto s = agent->inner->prepMemView(*descs->dlist, h, opt(opt_args));
+    if (s == NIXL_SUCCESS) *mvh = static_cast<nixl_capi_mem_view_t>(h);
+    return map_view(s);
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_release_mem_view(nixl_capi_agent_t agent,
+                                                               nixl_capi_mem_view_t mvh) {
+  if (agent == nullptr || mvh == nullptr) return bad;
+  return guard([&] {
+    agent->inner->releaseMemView(static_cast<nixlMemViewH>(mvh));
+    return ok;
+  });
+}

@@ -30,6 +30,7 @@ agent<Backends...>::agent(std::string name, agent_config cfg)
 
 template <class... Backends>
 agent<Backends...>::~agent() {
+  views_.clear();  // before the peers and regions they point into
   peers_.clear();
   detail::for_each_type<Backends...>([&]<class B>() {
     auto& s = slot<B>();

@@ -88,6 +88,8 @@ struct driver {
   CUresult (*ipc_get)(CUipcMemHandle*, CUdeviceptr) = nullptr;
   CUresult (*ipc_open)(CUdeviceptr*, CUipcMemHandle, unsigned) = nullptr;
   CUresult (*ipc_close)(CUdeviceptr) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;  // device memory views
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
 
   int devices = 0;
   /// What is missing when the driver is not usable ("the CUDA driver (libcuda.so.1), not
@@ -221,6 +223,8 @@ struct driver {
     want(ipc_get, "cuIpcGetMemHandle");
     want(ipc_open, "cuIpcOpenMemHandle_v2");
     want(ipc_close, "cuIpcCloseMemHandle");
+    want(mem_alloc, "cuMemAlloc_v2");
+    want(mem_free, "cuMemFree_v2");
     if (const CUresult r = init(0); r != success) {
       why = fmt::format("the CUDA driver (libcuda.so.1): cuInit: {}", what(r));
       return;

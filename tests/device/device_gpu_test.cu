@@ -1,0 +1,546 @@
+// GPU-initiated transfers on one GPU, in NIXL's device test's layout (test/gtest/device_api:
+// two agents in one process, sender agent_0 and receiver agent_1, 4 KiB puts x1000 at each
+// level, 32 worker-bound views, a remote view with a NULL_AGENT placeholder and nixlGetPtr),
+// through nixl.h's prepMemView and NIXL's nixl_device.cuh; then atomics as completion counters,
+// bad indices and released views (an error, not a fault), NIXL's local-view base address, and
+// nixl-cpp's own nixl/device.cuh. Each case runs with the CUDA and the UCX backend and skips
+// with the reason when there is no GPU (or the backend refuses VRAM).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nixl/device.cuh>
+#include <nixl_device.cuh>
+
+#include "nixl.h"
+#include "nixl_test/catch.hpp"
+
+static_assert(std::is_trivially_default_constructible_v<nixlGpuXferStatusH> &&
+              std::is_trivially_copyable_v<nixlGpuXferStatusH>);
+static_assert(std::is_same_v<nixlMemViewH, void*>);
+static_assert(static_cast<uint64_t>(nixl_gpu_level_t::BLOCK) == 2 && nixl_gpu_flags::defer == 1);
+#ifndef HAVE_UCX_GPU_DEVICE_API
+#error "nixl_device.cuh defines HAVE_UCX_GPU_DEVICE_API"
+#endif
+
+namespace {
+
+constexpr size_t kib4 = 4096;
+
+std::string no_gpu_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("no CUDA GPU: ") + cudaGetErrorString(e);
+  if (n == 0) return "no CUDA GPU visible";
+  return {};
+}
+
+#define NEED_GPU()                            \
+  do {                                        \
+    const std::string why_ = no_gpu_reason(); \
+    if (!why_.empty()) NIXL_SKIP(why_);       \
+    REQUIRE(cudaSetDevice(0) == cudaSuccess); \
+  } while (0)
+
+/// A cudaMalloc'ed buffer.
+struct vbuf {
+  explicit vbuf(size_t n) : len(n) {
+    REQUIRE(cudaMalloc(&p, n) == cudaSuccess);
+    REQUIRE(cudaMemset(p, 0, n) == cudaSuccess);
+  }
+  ~vbuf() { cudaFree(p); }
+  vbuf(const vbuf&) = delete;
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(p); }
+  void fill32(uint32_t v) {
+    std::vector<uint32_t> h(len / 4, v);
+    REQUIRE(cudaMemcpy(p, h.data(), len, cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  std::vector<uint32_t> read32() const {
+    std::vector<uint32_t> h(len / 4);
+    REQUIRE(cudaMemcpy(h.data(), p, len, cudaMemcpyDeviceToHost) == cudaSuccess);
+    return h;
+  }
+  void* p = nullptr;
+  size_t len;
+};
+
+/// NIXL's test fixture: agent_0 (sender) and agent_1 (receiver) with one backend each.
+struct agents {
+  explicit agents(const std::string& backend)
+      : a0("agent_0", cfg()), a1("agent_1", cfg()), name(backend) {
+    nixl_b_params_t p;
+    if (backend == "UCX") p["num_workers"] = "32";
+    ok = a0.createBackend(backend, p, b0) == NIXL_SUCCESS &&
+         a1.createBackend(backend, p, b1) == NIXL_SUCCESS;
+    if (!ok) why = backend + ": createBackend failed";
+  }
+  ~agents() {
+    if (exchanged) {
+      CHECK(a0.invalidateRemoteMD("agent_1") == NIXL_SUCCESS);
+      CHECK(a1.invalidateRemoteMD("agent_0") == NIXL_SUCCESS);
+    }
+  }
+  static nixlAgentConfig cfg() {
+    return nixlAgentConfig(true, false, 0, nixl_thread_sync_t::NIXL_THREAD_SYNC_RW, 1, 100000);
+  }
+  /// Registers `b` with `a`; false (with the reason) when the backend refuses VRAM.
+  bool reg(nixlAgent& a, const vbuf& b) {
+    nixl_reg_dlist_t l(VRAM_SEG);
+    l.addDesc(nixlBlobDesc(b.addr(), b.len, 0, ""));
+    if (a.registerMem(l) == NIXL_SUCCESS) return true;
+    why = name + " does not register VRAM here";
+    return false;
+  }
+  void exchange() {
+    nixl_blob_t m0, m1;
+    REQUIRE(a0.getLocalMD(m0) == NIXL_SUCCESS);
+    REQUIRE(a1.getLocalMD(m1) == NIXL_SUCCESS);
+    std::string n0, n1;
+    REQUIRE(a1.loadRemoteMD(m0, n0) == NIXL_SUCCESS);
+    REQUIRE(a0.loadRemoteMD(m1, n1) == NIXL_SUCCESS);
+    REQUIRE(n0 == "agent_0");
+    REQUIRE(n1 == "agent_1");
+    exchanged = true;
+  }
+  nixl_opt_args_t opts(const std::string& custom = {}) {
+    nixl_opt_args_t x;
+    x.backends.push_back(b0);
+    x.customParam = custom;
+    return x;
+  }
+  nixlMemViewH local(const std::vector<const vbuf*>& bs, const std::string& custom = {}) {
+    nixl_xfer_dlist_t l(VRAM_SEG);
+    for (const vbuf* b : bs) l.addDesc(nixlBasicDesc(b->addr(), b->len, 0));
+    nixlMemViewH h = nullptr;
+    auto x = opts(custom);
+    REQUIRE(a0.prepMemView(l, h, &x) == NIXL_SUCCESS);
+    REQUIRE(h != nullptr);
+    return h;
+  }
+  /// A remote view of agent_1's buffers; null entries are NULL_AGENT placeholders.
+  nixlMemViewH remote(const std::vector<const vbuf*>& bs, const std::string& custom = {}) {
+    nixl_remote_dlist_t l(VRAM_SEG);
+    for (const vbuf* b : bs)
+      l.addDesc(b != nullptr ? nixlRemoteDesc(b->addr(), b->len, 0, "agent_1")
+                             : nixlRemoteDesc(nixlBasicDesc(), nixl_null_agent));
+    nixlMemViewH h = nullptr;
+    auto x = opts(custom);
+    REQUIRE(a0.prepMemView(l, h, &x) == NIXL_SUCCESS);
+    REQUIRE(h != nullptr);
+    return h;
+  }
+
+  nixlAgent a0, a1;
+  std::string name;
+  nixlBackendH* b0 = nullptr;
+  nixlBackendH* b1 = nullptr;
+  bool ok = false;
+  bool exchanged = false;
+  std::string why;
+};
+
+#define SETUP_OR_SKIP(cond, ag)       \
+  do {                                \
+    if (!(cond)) NIXL_SKIP((ag).why); \
+  } while (0)
+
+/// NIXL's kernel: each thread takes its status slot from a __shared__ array by value, puts
+/// `iters` times and polls each put to completion. `err` gets the first failure.
+template <nixl_gpu_level_t L>
+__global__ void put_kernel(nixlMemViewElem src, nixlMemViewElem dst, size_t size, int iters,
+                           int* err) {
+  __shared__ nixlGpuXferStatusH slots[32];
+  nixlGpuXferStatusH s = slots[threadIdx.x % 32];
+  for (int i = 0; i < iters; ++i) {
+    nixl_status_t r = nixlPut<L>(src, dst, size, 0, 0, &s);
+    if (r != NIXL_IN_PROG) {
+      atomicCAS(err, 0, 1000 + static_cast<int>(r));
+      return;
+    }
+    do {
+      r = nixlGpuGetXferStatus<L>(s);
+    } while (r == NIXL_IN_PROG);
+    if (r != NIXL_SUCCESS) {
+      atomicCAS(err, 0, 2000 + static_cast<int>(r));
+      return;
+    }
+  }
+}
+
+/// Runs put_kernel at level `L` on one block of 32 threads; returns its error (0: none).
+template <nixl_gpu_level_t L>
+int run_put(nixlMemViewElem src, nixlMemViewElem dst, size_t size, int iters) {
+  int* err = nullptr;
+  REQUIRE(cudaMalloc(&err, sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(err, 0, sizeof(int)) == cudaSuccess);
+  put_kernel<L><<<1, 32>>>(src, dst, size, iters, err);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h = -1;
+  REQUIRE(cudaMemcpy(&h, err, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(err);
+  return h;
+}
+
+int run_put(nixl_gpu_level_t l, nixlMemViewElem src, nixlMemViewElem dst, size_t size, int iters) {
+  switch (l) {
+    case nixl_gpu_level_t::WARP:
+      return run_put<nixl_gpu_level_t::WARP>(src, dst, size, iters);
+    case nixl_gpu_level_t::BLOCK:
+      return run_put<nixl_gpu_level_t::BLOCK>(src, dst, size, iters);
+    default:
+      return run_put<nixl_gpu_level_t::THREAD>(src, dst, size, iters);
+  }
+}
+
+const char* level_name(nixl_gpu_level_t l) {
+  return l == nixl_gpu_level_t::WARP ? "WARP" : l == nixl_gpu_level_t::BLOCK ? "BLOCK" : "THREAD";
+}
+
+__global__ void get_ptr_kernel(nixlMemViewH mvh, size_t n, void** out) {
+  for (size_t i = 0; i < n; ++i) out[i] = nixlGetPtr(mvh, i);
+}
+
+std::vector<void*> get_ptrs(nixlMemViewH mvh, size_t n) {
+  void** d = nullptr;
+  REQUIRE(cudaMalloc(&d, n * sizeof(void*)) == cudaSuccess);
+  get_ptr_kernel<<<1, 1>>>(mvh, n, d);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  std::vector<void*> h(n);
+  REQUIRE(cudaMemcpy(h.data(), d, n * sizeof(void*), cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(d);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("device: SingleWorkerPut, 4 KiB x1000 at each level", "[device][gpu]") {
+  NEED_GPU();
+  const std::string backend = GENERATE("CUDA", "UCX");
+  const auto level =
+      GENERATE(nixl_gpu_level_t::THREAD, nixl_gpu_level_t::WARP, nixl_gpu_level_t::BLOCK);
+  INFO(backend << " " << level_name(level));
+  agents ag(backend);
+  SETUP_OR_SKIP(ag.ok, ag);
+  vbuf src(kib4), dst(kib4);
+  src.fill32(0);
+  const uint32_t mark = 0xDEADBEEF;
+  REQUIRE(cudaMemcpy(src.p, &mark, 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst), ag);
+  ag.exchange();
+  nixlMemViewH l = ag.local({&src});
+  nixlMemViewH r = ag.remote({&dst});
+  CHECK(run_put(level, {l, 0, 0}, {r, 0, 0}, kib4, 1000) == 0);
+  CHECK(dst.read32()[0] == 0xDEADBEEF);
+  ag.a0.releaseMemView(l);
+  ag.a0.releaseMemView(r);
+}
+
+TEST_CASE("device: MultipleWorkersPut, 32 worker-bound views", "[device][gpu]") {
+  NEED_GPU();
+  const std::string backend = GENERATE("CUDA", "UCX");
+  const auto level =
+      GENERATE(nixl_gpu_level_t::THREAD, nixl_gpu_level_t::WARP, nixl_gpu_level_t::BLOCK);
+  INFO(backend << " " << level_name(level));
+  agents ag(backend);
+  SETUP_OR_SKIP(ag.ok, ag);
+  constexpr int workers = 32;
+  std::vector<std::unique_ptr<vbuf>> srcs, dsts;
+  for (int w = 0; w < workers; ++w) {
+    srcs.push_back(std::make_unique<vbuf>(kib4));
+    dsts.push_back(std::make_unique<vbuf>(kib4));
+    srcs.back()->fill32(0xDEAD0000u | static_cast<uint32_t>(w));
+    SETUP_OR_SKIP(ag.reg(ag.a0, *srcs.back()) && ag.reg(ag.a1, *dsts.back()), ag);
+  }
+  ag.exchange();
+  std::vector<nixlMemViewH> views;
+  for (int w = 0; w < workers; ++w) {
+    const std::string custom = "worker_id=" + std::to_string(w);
+    nixlMemViewH l = ag.local({srcs[w].get()}, custom);
+    nixlMemViewH r = ag.remote({dsts[w].get()}, custom);
+    views.push_back(l);
+    views.push_back(r);
+    CHECK(run_put(level, {l, 0, 0}, {r, 0, 0}, kib4, 1) == 0);
+  }
+  for (int w = 0; w < workers; ++w) {
+    const auto got = dsts[w]->read32();
+    const uint32_t want = 0xDEAD0000u | static_cast<uint32_t>(w);
+    size_t bad = 0;
+    for (uint32_t v : got) bad += v != want;
+    CHECK(bad == 0);
+  }
+  for (nixlMemViewH v : views) ag.a0.releaseMemView(v);
+}
+
+TEST_CASE("device: SingleWorkerPutGap, a NULL_AGENT placeholder and nixlGetPtr", "[device][gpu]") {
+  NEED_GPU();
+  const std::string backend = GENERATE("CUDA", "UCX");
+  const auto level =
+      GENERATE(nixl_gpu_level_t::THREAD, nixl_gpu_level_t::WARP, nixl_gpu_level_t::BLOCK);
+  INFO(backend << " " << level_name(level));
+  agents ag(backend);
+  SETUP_OR_SKIP(ag.ok, ag);
+  vbuf src(kib4), dst(kib4);
+  src.fill32(0xDEADBEEF);
+  SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst), ag);
+  ag.exchange();
+  nixlMemViewH l = ag.local({&src});
+  nixlMemViewH r = ag.remote({&dst, nullptr});
+  CHECK(run_put(level, {l, 0, 0}, {r, 0, 0}, kib4, 1000) == 0);
+  CHECK(dst.read32()[kib4 / 4 - 1] == 0xDEADBEEF);
+  const auto ptrs = get_ptrs(r, 3);
+  CHECK(ptrs[0] == dst.p);    // agent_1 is in this process: its own pointer
+  CHECK(ptrs[1] == nullptr);  // the placeholder
+  CHECK(ptrs[2] == nullptr);  // past the end
+  CHECK(run_put(level, {l, 0, 0}, {r, 1, 0}, 16, 1) == 1000 + NIXL_ERR_BACKEND);
+  ag.a0.releaseMemView(l);
+  ag.a0.releaseMemView(r);
+}
+
+namespace {
+
+/// The sender: puts its 4 KiB at level L (THREAD: each thread its 128-byte slice), then
+/// counts itself done with nixlAtomicAdd on the receiver's counter.
+template <nixl_gpu_level_t L>
+__global__ void producer(nixlMemViewH l, nixlMemViewH r, int* err) {
+  size_t off = 0, size = kib4;
+  if constexpr (L == nixl_gpu_level_t::THREAD) {
+    size = kib4 / 32;
+    off = threadIdx.x * size;
+  }
+  if (nixlPut<L>({l, 0, off}, {r, 0, off}, size) != NIXL_IN_PROG) atomicCAS(err, 0, 1);
+  nixlGpuXferStatusH s;
+  if (nixlAtomicAdd<L>(1, {r, 1, 0}, 0, 0, &s) != NIXL_IN_PROG) atomicCAS(err, 0, 2);
+  if (nixlGpuGetXferStatus<L>(s) != NIXL_SUCCESS) atomicCAS(err, 0, 3);
+}
+
+/// The receiver: waits (two seconds at most) for the counter to reach `want`, then checks the
+/// data. `verdict`: 1 when the data was all there, 2 when it was not, 3 on timeout.
+__global__ void consumer(const volatile unsigned long long* counter, unsigned long long want,
+                         const volatile uint32_t* data, uint32_t pattern, int* verdict) {
+  unsigned long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*counter < want) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > 2000000000ull) {
+      *verdict = 3;
+      return;
+    }
+  }
+  __threadfence_system();
+  for (size_t i = 0; i < kib4 / 4; ++i)
+    if (data[i] != pattern) {
+      *verdict = 2;
+      return;
+    }
+  *verdict = 1;
+}
+
+template <nixl_gpu_level_t L>
+void counter_round(agents& ag, nixlMemViewH l, nixlMemViewH r, vbuf& dst, vbuf& counter,
+                   uint32_t pattern) {
+  REQUIRE(cudaMemset(dst.p, 0, dst.len) == cudaSuccess);
+  REQUIRE(cudaMemset(counter.p, 0, counter.len) == cudaSuccess);
+  int* dev = nullptr;
+  REQUIRE(cudaMalloc(&dev, 2 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(dev, 0, 2 * sizeof(int)) == cudaSuccess);
+  cudaStream_t a, b;
+  REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+  const unsigned long long want = L == nixl_gpu_level_t::THREAD ? 32 : 1;
+  // Load both kernels now: with CUDA's lazy loading, the producer's first launch would wait for
+  // the spinning consumer to end.
+  cudaFuncAttributes fa{};
+  REQUIRE(cudaFuncGetAttributes(&fa, consumer) == cudaSuccess);
+  REQUIRE(cudaFuncGetAttributes(&fa, producer<L>) == cudaSuccess);
+  consumer<<<1, 1, 0, b>>>(static_cast<unsigned long long*>(counter.p), want,
+                           static_cast<uint32_t*>(dst.p), pattern, dev + 1);
+  producer<L><<<1, 32, 0, a>>>(l, r, dev);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h[2] = {-1, -1};
+  REQUIRE(cudaMemcpy(h, dev, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(h[0] == 0);
+  CHECK(h[1] == 1);
+  unsigned long long c = 0;
+  REQUIRE(cudaMemcpy(&c, counter.p, sizeof c, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(c == want);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+  cudaFree(dev);
+  (void)ag;
+}
+
+}  // namespace
+
+TEST_CASE("device: atomics as completion counters", "[device][gpu]") {
+  NEED_GPU();
+  const std::string backend = GENERATE("CUDA", "UCX");
+  INFO(backend);
+  agents ag(backend);
+  SETUP_OR_SKIP(ag.ok, ag);
+  vbuf src(kib4), dst(kib4), counter(256);
+  const uint32_t pattern = 0xC0FFEE00u;
+  src.fill32(pattern);
+  SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst) && ag.reg(ag.a1, counter), ag);
+  ag.exchange();
+  nixlMemViewH l = ag.local({&src});
+  nixlMemViewH r = ag.remote({&dst, &counter});
+  SECTION("THREAD") {
+    counter_round<nixl_gpu_level_t::THREAD>(ag, l, r, dst, counter, pattern);
+  }
+  SECTION("WARP") {
+    counter_round<nixl_gpu_level_t::WARP>(ag, l, r, dst, counter, pattern);
+  }
+  SECTION("BLOCK") {
+    counter_round<nixl_gpu_level_t::BLOCK>(ag, l, r, dst, counter, pattern);
+  }
+  ag.a0.releaseMemView(l);
+  ag.a0.releaseMemView(r);
+}
+
+namespace {
+
+/// Errors a kernel gets instead of faults: codes of NIXL's and of the native API.
+__global__ void misuse_kernel(nixlMemViewH l, nixlMemViewH r, nixlMemViewH released, int* out) {
+  out[0] = nixlPut({l, 0, 0}, {r, 5, 0}, 16);         // index past the end
+  out[1] = nixlPut({l, 0, 0}, {r, 0, kib4 - 8}, 16);  // past the entry's end
+  out[2] = nixlPut({l, 0, 0}, {released, 0, 0}, 16);  // released view
+  out[3] = nixlAtomicAdd(1, {released, 0, 0});        // released view
+  out[4] = nixlGetPtr(released, 0) == nullptr;        // released view
+  out[5] = nixlPut({r, 0, 0}, {l, 0, 0}, 16);         // sides swapped
+  out[6] = nixlPut({nullptr, 0, 0}, {r, 0, 0}, 16);   // no view
+  out[7] = nixlAtomicAdd(1, {r, 0, 4});               // misaligned counter
+  using namespace nixl::device;
+  out[8] = static_cast<int>(put(local_view(l), 0, 0, remote_view(r), 9, 0, 16));
+  out[9] = static_cast<int>(put(local_view(l), 0, kib4, remote_view(r), 0, 0, 1));
+  out[10] = static_cast<int>(put(local_view(l), 0, 0, remote_view(released), 0, 0, 1));
+  out[11] = static_cast<int>(put<level::thread>(local_view(l), 0, 0, remote_view(r), 0, 0, 64));
+  out[12] = static_cast<int>(size(remote_view(r)));
+}
+
+}  // namespace
+
+TEST_CASE("device: bad indices and released views are errors, not faults", "[device][gpu]") {
+  NEED_GPU();
+  const std::string backend = GENERATE("CUDA", "UCX");
+  INFO(backend);
+  agents ag(backend);
+  SETUP_OR_SKIP(ag.ok, ag);
+  vbuf src(kib4), dst(kib4);
+  SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst), ag);
+  ag.exchange();
+  nixlMemViewH l = ag.local({&src});
+  nixlMemViewH r = ag.remote({&dst});
+  nixlMemViewH gone = ag.remote({&dst});
+  ag.a0.releaseMemView(gone);
+  ag.a0.releaseMemView(gone);  // twice: a warning only
+  int* out = nullptr;
+  REQUIRE(cudaMalloc(&out, 13 * sizeof(int)) == cudaSuccess);
+  misuse_kernel<<<1, 1>>>(l, r, gone, out);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h[13] = {};
+  REQUIRE(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(out);
+  for (int i = 0; i < 8; ++i) {
+    INFO("case " << i);
+    if (i == 4)
+      CHECK(h[i] == 1);
+    else
+      CHECK(h[i] == NIXL_ERR_BACKEND);
+  }
+  using nixl::device::result;
+  CHECK(h[8] == static_cast<int>(result::bad_index));
+  CHECK(h[9] == static_cast<int>(result::out_of_range));
+  CHECK(h[10] == static_cast<int>(result::released));
+  CHECK(h[11] == static_cast<int>(result::ok));
+  CHECK(h[12] == 1);
+  ag.a0.releaseMemView(l);
+  ag.a0.releaseMemView(r);
+}
+
+TEST_CASE("device: a local view's entries start at their registration (NIXL's addresses)",
+          "[device][gpu]") {
+  NEED_GPU();
+  agents ag("CUDA");
+  SETUP_OR_SKIP(ag.ok, ag);
+  vbuf src(kib4), dst(kib4);
+  std::vector<uint32_t> seq(kib4 / 4);
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<uint32_t>(i);
+  REQUIRE(cudaMemcpy(src.p, seq.data(), kib4, cudaMemcpyHostToDevice) == cudaSuccess);
+  SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst), ag);
+  ag.exchange();
+  // The local entry is the second KiB of the registered 4 KiB; the remote one the third.
+  nixl_xfer_dlist_t ll(VRAM_SEG);
+  ll.addDesc(nixlBasicDesc(src.addr() + 1024, 1024, 0));
+  nixlMemViewH l = nullptr;
+  REQUIRE(ag.a0.prepMemView(ll, l) == NIXL_SUCCESS);
+  nixl_remote_dlist_t rl(VRAM_SEG);
+  rl.addDesc(nixlRemoteDesc(dst.addr() + 2048, 1024, 0, "agent_1"));
+  nixlMemViewH r = nullptr;
+  REQUIRE(ag.a0.prepMemView(rl, r) == NIXL_SUCCESS);
+  CHECK(run_put(nixl_gpu_level_t::THREAD, {l, 0, 0}, {r, 0, 0}, 16, 1) == 0);
+  const auto got = dst.read32();
+  CHECK(got[2048 / 4] == 0);  // src.offset counts from the registration's start
+  CHECK(got[2048 / 4 + 3] == 3);
+  CHECK(got[0] == 0);
+  // A remote entry outside agent_1's registrations is refused.
+  nixl_remote_dlist_t out(VRAM_SEG);
+  out.addDesc(nixlRemoteDesc(dst.addr() + 2048, 4096, 0, "agent_1"));
+  nixlMemViewH x = nullptr;
+  CHECK(ag.a0.prepMemView(out, x) == NIXL_ERR_NOT_FOUND);
+  // A later entry outside the chosen backend's regions: NIXL's UNKNOWN.
+  nixl_remote_dlist_t later(VRAM_SEG);
+  later.addDesc(nixlRemoteDesc(dst.addr(), 64, 0, "agent_1"));
+  later.addDesc(nixlRemoteDesc(src.addr(), 64, 0, "agent_1"));
+  CHECK(ag.a0.prepMemView(later, x) == NIXL_ERR_UNKNOWN);
+  ag.a0.releaseMemView(l);
+  ag.a0.releaseMemView(r);
+}
+
+namespace nixl_device_test {
+
+void* vram_alloc(std::size_t n) {
+  void* p = nullptr;
+  if (cudaSetDevice(0) != cudaSuccess || cudaMalloc(&p, n) != cudaSuccess) return nullptr;
+  return p;
+}
+void vram_free(void* p) {
+  cudaFree(p);
+}
+void vram_pattern(void* p, void* q, std::size_t n) {
+  std::vector<unsigned char> h(n);
+  for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<unsigned char>(i % 251);
+  REQUIRE(cudaMemcpy(p, h.data(), n, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemset(q, 0, n) == cudaSuccess);
+}
+bool vram_equal(const void* a, const void* b, std::size_t n) {
+  std::vector<unsigned char> x(n), y(n);
+  REQUIRE(cudaMemcpy(x.data(), a, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(y.data(), b, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+  return x == y;
+}
+
+__global__ void native_put_kernel(nixl::device::local_view l, std::size_t so,
+                                  nixl::device::remote_view r, std::size_t doff, std::size_t n,
+                                  int* out) {
+  const auto res = nixl::device::put<nixl::device::level::warp>(l, 0, so, r, 0, doff, n);
+  if (threadIdx.x == 0) *out = static_cast<int>(res);
+}
+
+int native_put(void* l, std::size_t so, void* r, std::size_t doff, std::size_t n) {
+  int* d = nullptr;
+  REQUIRE(cudaMalloc(&d, sizeof(int)) == cudaSuccess);
+  native_put_kernel<<<1, 32>>>(nixl::device::local_view(l), so, nixl::device::remote_view(r), doff,
+                               n, d);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h = -1;
+  REQUIRE(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(d);
+  return h;
+}
+
+}  // namespace nixl_device_test

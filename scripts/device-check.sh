@@ -9,12 +9,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
-BUILD=${BUILD:-/tmp/nixl-device-build}
-OUT=${OUT:-$BUILD/out}
-ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
-JOBS=${JOBS:-$(nproc)}
-mkdir -p "$BUILD" "$OUT"
-nixl_gpu_build_env
+nixl_gpu_check_start /tmp/nixl-device-build
 { nvidia-smi -L; nvcc --version | tail -1; } >"$OUT/gpu-info.txt" 2>&1
 cmake -S "$ROOT" -B "$BUILD/b" $GEN -DCMAKE_BUILD_TYPE=Release \
   -DNIXL_WITH_CUDA=ON -DNIXL_WITH_UCX=ON -DNIXL_WITH_POSIX=OFF -DNIXL_WITH_METADATA=OFF \

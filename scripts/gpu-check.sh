@@ -15,12 +15,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
-BUILD=${BUILD:-/tmp/nixl-gpu-build}
-OUT=${OUT:-$BUILD/out}
-ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
-JOBS=${JOBS:-$(nproc)}
-mkdir -p "$BUILD" "$OUT"
-nixl_gpu_build_env
+nixl_gpu_check_start /tmp/nixl-gpu-build
 
 { nvidia-smi; nvidia-smi topo -m; nvcc --version; cmake --version; } >"$OUT/gpu-info.txt" 2>&1
 

@@ -50,6 +50,18 @@ nixl_gpu_build_env() {
   if command -v ninja >/dev/null; then GEN="-G Ninja"; fi
 }
 
+# nixl_gpu_check_start DEFAULT_BUILD: the start of a GPU check: BUILD (default DEFAULT_BUILD),
+# OUT (default $BUILD/out), ARCH ($NIXL_CUDA_ARCHITECTURES, default 90), JOBS (default nproc);
+# makes BUILD and OUT, then nixl_gpu_build_env.
+nixl_gpu_check_start() {
+  BUILD=${BUILD:-$1}
+  OUT=${OUT:-$BUILD/out}
+  ARCH=${NIXL_CUDA_ARCHITECTURES:-90}
+  JOBS=${JOBS:-$(nproc)}
+  mkdir -p "$BUILD" "$OUT"
+  nixl_gpu_build_env
+}
+
 # nixl_configure_alone NAME SOURCE:BINARY... [-- CMAKE_ARGS...]: the core is header-only, so a
 # small project NAME around it with the folders given (ROOT-relative source, binary name),
 # configured in $BUILD/alone. Reads ROOT, BUILD, GEN.

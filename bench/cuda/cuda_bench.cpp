@@ -76,10 +76,8 @@ struct gpu_mem {
 
 nixl::xfer_dlist blocks(mem_kind k, std::uintptr_t base, std::size_t count, std::size_t len,
                         std::size_t stride, int dev) {
-  nixl::xfer_dlist l(k);
-  for (std::size_t i = 0; i < count; ++i)
-    l.push_back({base + i * stride, len, static_cast<std::uint64_t>(dev)});
-  return l;
+  return nixl::strided_dlist(k, {{base, len, static_cast<std::uint64_t>(dev), stride, count}})
+      .expand();
 }
 
 int reps_for(std::size_t bytes, bool quick) {

@@ -68,6 +68,24 @@ static int holds(const unsigned char* p, size_t n, unsigned seed) {
   return 1;
 }
 
+/* READs blocks 3,2 of prepared list `r` (over `dst`) into blocks 0,1 of `l` (over `src`) with
+ * one index request, checks the bytes, then releases the request and both lists. */
+static void read_blocks_3_2(nixl_capi_agent_t ini, nixl_capi_xfer_dlist_handle_t l,
+                            nixl_capi_xfer_dlist_handle_t r, const unsigned char* src,
+                            const unsigned char* dst, size_t blk) {
+  const int li[] = {0, 1}, ri[] = {3, 2};
+  nixl_capi_xfer_req_t req = NULL;
+  REQUIRE(nixl_capi_make_xfer_req(ini, NIXL_CAPI_XFER_OP_READ, l, li, 2, r, ri, 2, &req, NULL) ==
+          NIXL_CAPI_SUCCESS);
+  REQUIRE(wait_req(ini, req, nixl_capi_post_xfer_req(ini, req, NULL)) == NIXL_CAPI_SUCCESS);
+  CHECK(memcmp(src, dst + 3 * blk, blk) == 0);
+  CHECK(memcmp(src + blk, dst + 2 * blk, blk) == 0);
+  REQUIRE(nixl_capi_release_xfer_req(ini, req) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_destroy_xfer_req(req) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_release_xfer_dlist_handle(ini, l) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_release_xfer_dlist_handle(ini, r) == NIXL_CAPI_SUCCESS);
+}
+
 static int has_string(nixl_capi_string_list_t l, const char* s) {
   size_t n = 0;
   nixl_capi_string_list_size(l, &n);
@@ -402,15 +420,7 @@ static void test_agents(void) {
         NIXL_CAPI_ERROR_INVALID_PARAM);
   fill(dst, N, 5);
   fill(src, N, 0);
-  REQUIRE(nixl_capi_make_xfer_req(ini, NIXL_CAPI_XFER_OP_READ, lh, li, 2, rh, ri, 2, &req, NULL) ==
-          NIXL_CAPI_SUCCESS);
-  REQUIRE(wait_req(ini, req, nixl_capi_post_xfer_req(ini, req, NULL)) == NIXL_CAPI_SUCCESS);
-  CHECK(memcmp(src, dst + 3 * BLK, BLK) == 0);
-  CHECK(memcmp(src + BLK, dst + 2 * BLK, BLK) == 0);
-  REQUIRE(nixl_capi_release_xfer_req(ini, req) == NIXL_CAPI_SUCCESS);
-  CHECK(nixl_capi_destroy_xfer_req(req) == NIXL_CAPI_SUCCESS);
-  CHECK(nixl_capi_release_xfer_dlist_handle(ini, lh) == NIXL_CAPI_SUCCESS);
-  CHECK(nixl_capi_release_xfer_dlist_handle(ini, rh) == NIXL_CAPI_SUCCESS);
+  read_blocks_3_2(ini, lh, rh, src, dst, BLK);
 
   /* nixl-cpp's strided extension: the same READ from rows {addr, len, dev, stride, count}. */
   {
@@ -428,15 +438,7 @@ static void test_agents(void) {
     CHECK(nixl_capi_prep_xfer_stride_dlist(ini, "", NIXL_CAPI_MEM_UNKNOWN, lrow, 1, &sb, NULL) ==
           NIXL_CAPI_ERROR_INVALID_PARAM);
     fill(src, N, 0);
-    REQUIRE(nixl_capi_make_xfer_req(ini, NIXL_CAPI_XFER_OP_READ, sl, li, 2, sr, ri, 2, &req,
-                                    NULL) == NIXL_CAPI_SUCCESS);
-    REQUIRE(wait_req(ini, req, nixl_capi_post_xfer_req(ini, req, NULL)) == NIXL_CAPI_SUCCESS);
-    CHECK(memcmp(src, dst + 3 * BLK, BLK) == 0);
-    CHECK(memcmp(src + BLK, dst + 2 * BLK, BLK) == 0);
-    REQUIRE(nixl_capi_release_xfer_req(ini, req) == NIXL_CAPI_SUCCESS);
-    CHECK(nixl_capi_destroy_xfer_req(req) == NIXL_CAPI_SUCCESS);
-    CHECK(nixl_capi_release_xfer_dlist_handle(ini, sl) == NIXL_CAPI_SUCCESS);
-    CHECK(nixl_capi_release_xfer_dlist_handle(ini, sr) == NIXL_CAPI_SUCCESS);
+    read_blocks_3_2(ini, sl, sr, src, dst, BLK);
   }
 
   /* Memory queries through POSIX: exactly one backend. */

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -21,6 +22,17 @@
 namespace compat_test {
 
 using namespace std::chrono_literals;
+
+/// Failed expectations so far: a test exits 1 when it is not 0.
+inline int failures = 0;
+
+/// Counts and prints `what` when `ok` is false.
+inline void expect(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "FAILED: %s\n", what);
+    ++failures;
+  }
+}
 
 /// A page-aligned buffer holding pattern `seed`.
 struct buffer {

@@ -5,20 +5,16 @@
 
 #include <nixl.h>
 
+#include "compat_support.hpp"
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using compat_test::expect;
+using compat_test::failures;
 
 char junk;  // what an out-parameter holds before the call: a non-null value
 template <class T>

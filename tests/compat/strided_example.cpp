@@ -11,6 +11,8 @@
 #include <nixl.h>
 #include <utils/serdes/serdes.h>
 
+#include "compat_support.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,14 +22,8 @@
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAILED: %s\n", what);
-    ++failures;
-  }
-}
+using compat_test::expect;
+using compat_test::failures;
 
 nixl_status_t wait_xfer(nixlAgent& a, nixlXferReqH* r) {
   nixl_status_t s = a.postXferReq(r);

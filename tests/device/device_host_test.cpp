@@ -2,6 +2,7 @@
 // unknown agents, placeholder-only lists and unregistered memory), customParam checks, and the
 // release of a handle nobody handed out. The GPU cases are in device_gpu_test.cu.
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct pair {
   nixlAgent a, b;
 };
 
+/// A remote list of `t` holding `d`.
+nixl_remote_dlist_t remote_list(nixl_mem_t t, std::initializer_list<nixlRemoteDesc> d) {
+  nixl_remote_dlist_t l(t);
+  for (const auto& x : d) l.addDesc(x);
+  return l;
+}
+
 }  // namespace
 
 TEST_CASE("device: remote views follow NIXL's NOT_FOUND rules", "[device]") {
@@ -42,30 +50,24 @@ TEST_CASE("device: remote views follow NIXL's NOT_FOUND rules", "[device]") {
   nixlMemViewH h = reinterpret_cast<nixlMemViewH>(0x1);
 
   SECTION("an agent whose metadata is not loaded") {
-    nixl_remote_dlist_t l(VRAM_SEG);
-    l.addDesc(nixlRemoteDesc(0x1000, 4096, 0, "nobody"));
-    CHECK(p.a.prepMemView(l, h) == NIXL_ERR_NOT_FOUND);
+    CHECK(p.a.prepMemView(remote_list(VRAM_SEG, {{0x1000, 4096, 0, "nobody"}}), h) ==
+          NIXL_ERR_NOT_FOUND);
   }
   SECTION("placeholders only") {
-    nixl_remote_dlist_t l(VRAM_SEG);
-    l.addDesc(nixlRemoteDesc(0, 0, 0, nixl_null_agent));
-    l.addDesc(nixlRemoteDesc(0, 0, 0, "NULL_AGENT"));
-    CHECK(p.a.prepMemView(l, h) == NIXL_ERR_NOT_FOUND);
+    CHECK(p.a.prepMemView(
+              remote_list(VRAM_SEG, {{0, 0, 0, nixl_null_agent}, {0, 0, 0, "NULL_AGENT"}}), h) ==
+          NIXL_ERR_NOT_FOUND);
   }
   SECTION("an empty list") {
-    nixl_remote_dlist_t l(VRAM_SEG);
-    CHECK(p.a.prepMemView(l, h) == NIXL_ERR_NOT_FOUND);
+    CHECK(p.a.prepMemView(remote_list(VRAM_SEG, {}), h) == NIXL_ERR_NOT_FOUND);
   }
   SECTION("a placeholder then an unknown agent: the real entry decides") {
-    nixl_remote_dlist_t l(VRAM_SEG);
-    l.addDesc(nixlRemoteDesc(0, 0, 0, nixl_null_agent));
-    l.addDesc(nixlRemoteDesc(0x1000, 64, 0, "nobody"));
-    CHECK(p.a.prepMemView(l, h) == NIXL_ERR_NOT_FOUND);
+    CHECK(p.a.prepMemView(
+              remote_list(VRAM_SEG, {{0, 0, 0, nixl_null_agent}, {0x1000, 64, 0, "nobody"}}), h) ==
+          NIXL_ERR_NOT_FOUND);
   }
-  SECTION("memory other than VRAM") {
-    nixl_remote_dlist_t l(DRAM_SEG);
-    l.addDesc(nixlRemoteDesc(0x1000, 64, 0, "b"));
-    CHECK(p.a.prepMemView(l, h) == NIXL_ERR_NOT_FOUND);  // no backend makes DRAM views
+  SECTION("memory other than VRAM") {  // no backend makes DRAM views
+    CHECK(p.a.prepMemView(remote_list(DRAM_SEG, {{0x1000, 64, 0, "b"}}), h) == NIXL_ERR_NOT_FOUND);
   }
   CHECK(h == nullptr);  // a failed call leaves the out-handle null
 }

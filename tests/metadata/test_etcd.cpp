@@ -19,6 +19,17 @@ struct test_etcd_client : etcd_client {
   test_etcd_client() : etcd_client(etcd_server::get().endpoint(), 5s) {}
 };
 
+/// Agent `name` with an exchange over etcd in a fresh namespace (`space`), and a client to look
+/// at the keys it writes.
+struct etcd_agent {
+  etcd_agent(const std::string& space, const std::string& name)
+      : ns(fresh_namespace(space)), agent(name), x(name, with_etcd(ns), agent.hooks()) {}
+  std::string ns;
+  test_etcd_client c;
+  fake_agent agent;
+  exchange x;
+};
+
 }  // namespace
 
 TEST_CASE("base64 as the gateway encodes it", "[metadata][etcd]") {
@@ -232,10 +243,8 @@ TEST_CASE("a killed agent's keys expire and watchers drop it", "[metadata][etcd]
 
 TEST_CASE("a destroyed exchange revokes its lease at once", "[metadata][etcd]") {
   NIXL_REQUIRE_ETCD();
-  auto ns = fresh_namespace("revoke");
-  test_etcd_client c;
-  fake_agent w("W");
-  exchange xw("W", with_etcd(ns), w.hooks());
+  etcd_agent s("revoke", "W");
+  auto& [ns, c, w, xw] = s;
   {
     fake_agent a("A");
     auto cfg = with_etcd(ns);
@@ -251,10 +260,8 @@ TEST_CASE("a destroyed exchange revokes its lease at once", "[metadata][etcd]") 
 
 TEST_CASE("a lost lease is replaced and our keys are put back", "[metadata][etcd]") {
   NIXL_REQUIRE_ETCD();
-  auto ns = fresh_namespace("relapse");
-  test_etcd_client c;
-  fake_agent a("A");
-  exchange xa("A", with_etcd(ns), a.hooks());
+  etcd_agent s("relapse", "A");
+  auto& [ns, c, a, xa] = s;
   xa.publish("metadata", a.blob()).get();
   xa.publish("part", "MD:A:part").get();
   auto before = c.get(ns + "/A/metadata");

@@ -78,6 +78,20 @@ def _stop(p):
         p.wait()
 
 
+def _agent_in_child(name, unset=(), **env_vars):
+    """Makes agent `name` (no backends) in a child Python, with `env_vars` set and `unset` removed
+    from its environment; the child prints "EXPORTING <whether it exports>"."""
+    env = dict(os.environ, **env_vars)
+    for k in unset:
+        env.pop(k, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
+            f"a = nixl_agent({name!r}, nixl_agent_config(backends=[]))\n"
+            "print('EXPORTING', a._telemetry)\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
 def _value(text, name, agent, extra=""):
     m = re.search(rf'^{name}\{{hostname="[^"]*",agent_name="{agent}"{extra}\}} (\d+)$', text, re.M)
     assert m, f"no {name} for {agent} in:\n{text[:3000]}"
@@ -127,14 +141,8 @@ def test_port_in_use_runs_without_telemetry_export():
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus",
-                   NIXL_TELEMETRY_PROMETHEUS_PORT=str(port), NIXL_TELEMETRY_ENABLE="y")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
-                "a = nixl_agent('busy', nixl_agent_config(backends=[]))\n"
-                "print('EXPORTING', a._telemetry)\n")
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                           timeout=60)
+        r = _agent_in_child("busy", NIXL_TELEMETRY_EXPORTER="prometheus",
+                            NIXL_TELEMETRY_PROMETHEUS_PORT=str(port), NIXL_TELEMETRY_ENABLE="y")
         assert r.returncode == 0, r.stderr
         assert "EXPORTING False" in r.stdout
         assert "cannot bind" in r.stderr  # the C++ side's warning, on stderr as NIXL's
@@ -187,27 +195,16 @@ def test_prometheus_mp_two_python_processes(tmp_path):
 
 
 def test_prometheus_mp_needs_its_directory(tmp_path):
-    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus_mp", NIXL_TELEMETRY_ENABLE="y")
-    env.pop("NIXL_TELEMETRY_MULTIPROC_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
-            "nixl_agent('mp-nodir', nixl_agent_config(backends=[]))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = _agent_in_child("mp-nodir", unset=("NIXL_TELEMETRY_MULTIPROC_DIR",),
+                        NIXL_TELEMETRY_EXPORTER="prometheus_mp", NIXL_TELEMETRY_ENABLE="y")
     assert r.returncode != 0
     assert "NIXL_TELEMETRY_MULTIPROC_DIR" in r.stderr
 
 
 def test_malformed_buckets_leave_the_agent_without_export():
-    env = dict(os.environ, NIXL_TELEMETRY_EXPORTER="prometheus", NIXL_TELEMETRY_ENABLE="y",
-               NIXL_TELEMETRY_PROMETHEUS_PORT=str(_free_port()),
-               NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US="10, 5")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    code = ("from nixl._api import nixl_agent, nixl_agent_config\n"
-            "a = nixl_agent('badbuckets', nixl_agent_config(backends=[]))\n"
-            "print('EXPORTING', a._telemetry)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = _agent_in_child("badbuckets", NIXL_TELEMETRY_EXPORTER="prometheus",
+                        NIXL_TELEMETRY_ENABLE="y", NIXL_TELEMETRY_PROMETHEUS_PORT=str(_free_port()),
+                        NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US="10, 5")
     assert r.returncode == 0, r.stderr
     assert "EXPORTING False" in r.stdout
     assert "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US" in r.stderr

@@ -152,6 +152,20 @@ nixl_capi_status_t make_agent(const char* name, const nixlAgentConfig& cfg,
   });
 }
 
+/// Fills new memory-type and parameter lists with `get(mems, params)` and hands both out when it
+/// succeeds (any other status: BACKEND, nothing written).
+template <class Get>
+nixl_capi_status_t params_out(nixl_capi_mem_list_t* mems, nixl_capi_params_t* params, Get&& get) {
+  return guard([&] {
+    auto m = std::make_unique<nixl_capi_mem_list_s>();
+    auto p = std::make_unique<nixl_capi_params_s>();
+    if (get(m->mems, p->params) != NIXL_SUCCESS) return failed;
+    *mems = m.release();
+    *params = p.release();
+    return ok;
+  });
+}
+
 }  // namespace
 
 // Agent
@@ -231,14 +245,8 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_plugin_params(nixl_capi_agent_
                                                                 nixl_capi_params_t* params) {
   if (agent == nullptr || plugin_name == nullptr || mems == nullptr || params == nullptr)
     return bad;
-  return guard([&] {
-    auto m = std::make_unique<nixl_capi_mem_list_s>();
-    auto p = std::make_unique<nixl_capi_params_s>();
-    if (agent->inner->getPluginParams(plugin_name, m->mems, p->params) != NIXL_SUCCESS)
-      return failed;
-    *mems = m.release();
-    *params = p.release();
-    return ok;
+  return params_out(mems, params, [&](nixl_mem_list_t& m, nixl_b_params_t& p) {
+    return agent->inner->getPluginParams(plugin_name, m, p);
   });
 }
 
@@ -357,14 +365,8 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_backend_params(nixl_capi_agent
                                                                  nixl_capi_mem_list_t* mems,
                                                                  nixl_capi_params_t* params) {
   if (agent == nullptr || backend == nullptr || mems == nullptr || params == nullptr) return bad;
-  return guard([&] {
-    auto m = std::make_unique<nixl_capi_mem_list_s>();
-    auto p = std::make_unique<nixl_capi_params_s>();
-    if (agent->inner->getBackendParams(backend->inner, m->mems, p->params) != NIXL_SUCCESS)
-      return failed;
-    *mems = m.release();
-    *params = p.release();
-    return ok;
+  return params_out(mems, params, [&](nixl_mem_list_t& m, nixl_b_params_t& p) {
+    return agent->inner->getBackendParams(backend->inner, m, p);
   });
 }
 
@@ -994,6 +996,19 @@ nixl_capi_status_t map_view(nixl_status_t s) noexcept {
   return s == NIXL_ERR_NOT_FOUND ? NIXL_CAPI_ERROR_NOT_FOUND : failed;
 }
 
+/// prepMemView over a local or a remote list; `*mvh` is written only on success.
+template <class List>
+nixl_capi_status_t prep_view(nixl_capi_agent_t agent, List* descs, nixl_capi_mem_view_t* mvh,
+                             nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || descs == nullptr || mvh == nullptr) return bad;
+  return guard([&] {
+    nixlMemViewH h = nullptr;
+    const auto s = agent->inner->prepMemView(*descs->dlist, h, opt(opt_args));
+    if (s == NIXL_SUCCESS) *mvh = static_cast<nixl_capi_mem_view_t>(h);
+    return map_view(s);
+  });
+}
+
 }  // namespace
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_create_remote_dlist(nixl_capi_mem_type_t mem_type,
@@ -1030,26 +1045,14 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_mem_view_local(nixl_capi_agen
                                                                   nixl_capi_xfer_dlist_t descs,
                                                                   nixl_capi_mem_view_t* mvh,
                                                                   nixl_capi_opt_args_t opt_args) {
-  if (agent == nullptr || descs == nullptr || mvh == nullptr) return bad;
-  return guard([&] {
-    nixlMemViewH h = nullptr;
-    const auto s = agent->inner->prepMemView(*descs->dlist, h, opt(opt_args));
-    if (s == NIXL_SUCCESS) *mvh = static_cast<nixl_capi_mem_view_t>(h);
-    return map_view(s);
-  });
+  return prep_view(agent, descs, mvh, opt_args);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_prep_mem_view_remote(nixl_capi_agent_t agent,
                                                                    nixl_capi_remote_dlist_t descs,
                                                                    nixl_capi_mem_view_t* mvh,
                                                                    nixl_capi_opt_args_t opt_args) {
-  if (agent == nullptr || descs == nullptr || mvh == nullptr) return bad;
-  return guard([&] {
-    nixlMemViewH h = nullptr;
-    const auto s = agent->inner->prepMemView(*descs->dlist, h, opt(opt_args));
-    if (s == NIXL_SUCCESS) *mvh = static_cast<nixl_capi_mem_view_t>(h);
-    return map_view(s);
-  });
+  return prep_view(agent, descs, mvh, opt_args);
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_release_mem_view(nixl_capi_agent_t agent,

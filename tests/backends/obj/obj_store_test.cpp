@@ -27,6 +27,12 @@ using namespace obj_test;
 
 namespace {
 
+/// `p` with a request deadline of `ms` milliseconds.
+nixl::params with_timeout(nixl::params p, const char* ms) {
+  p["request_timeout_ms"] = ms;
+  return p;
+}
+
 /// What a store answers to the errors of the tests, and the parameters that provoke them.
 struct store_words {
   const char* missing_key_code;
@@ -268,9 +274,7 @@ NIXL_STORE_TEST_CASE("a server that stops answering gives an error within the de
                      unresponsive) {
   server srv(Store::server);
   NIXL_REQUIRE_SERVER(srv);
-  auto p = Store::params(srv.endpoint());
-  p["request_timeout_ms"] = "2000";
-  store_rig<Store> r(p);
+  store_rig<Store> r(with_timeout(Store::params(srv.endpoint()), "2000"));
   const auto devs = r.objects({"alive"});
   auto src = pattern(8u << 20, 4);
   std::vector<std::byte> dst(src.size());
@@ -314,9 +318,7 @@ NIXL_STORE_TEST_CASE(
     killed_mid_transfer) {
   server srv(Store::server);
   NIXL_REQUIRE_SERVER(srv);
-  auto p = Store::params(srv.endpoint());
-  p["request_timeout_ms"] = "3000";
-  store_rig<Store> r(p);
+  store_rig<Store> r(with_timeout(Store::params(srv.endpoint()), "3000"));
   const auto devs = r.objects({"killed", "after"});
   auto src = pattern(24u << 20, 8);  // three parts or blocks of 8 MiB
   std::vector<std::byte> dst(src.size());

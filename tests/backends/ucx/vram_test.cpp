@@ -60,10 +60,7 @@ int second_gpu() {
 
 nixl::xfer_dlist blocks(mem_kind k, std::uintptr_t base, std::size_t n, std::size_t len,
                         std::size_t stride, int dev) {
-  nixl::xfer_dlist l(k);
-  for (std::size_t i = 0; i < n; ++i)
-    l.push_back({base + i * stride, len, static_cast<std::uint64_t>(dev)});
-  return l;
+  return nixl::strided_dlist(k, {{base, len, static_cast<std::uint64_t>(dev), stride, n}}).expand();
 }
 
 using nixl::test::wait;
@@ -95,6 +92,31 @@ std::vector<std::uint8_t> gather(const cuda_test::gpu_buffer& b, std::size_t n, 
   std::vector<std::uint8_t> v(n * len);
   for (std::size_t i = 0; i < n; ++i) std::memcpy(v.data() + i * len, all.data() + i * stride, len);
   return v;
+}
+
+/// True when the `nb` blocks of `bl` bytes at `p` hold pattern `seed` as it stands every `gap`
+/// bytes (block i from offset i * gap).
+template <class Byte>
+bool holds_blocks(const Byte* p, std::size_t nb, std::size_t bl, std::size_t gap, unsigned seed) {
+  for (std::size_t i = 0; i < nb; ++i)
+    for (std::size_t k = 0; k < bl; ++k)
+      if (static_cast<std::uint8_t>(p[i * bl + k]) !=
+          static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * gap + k, seed)))
+        return false;
+  return true;
+}
+
+/// Posts the WRITE `w` of `len` bytes to the start of peer `t`'s region and checks what `t`
+/// gets: one notification `notif`, then bytes summing as those at `data`; `w` completes.
+template <class Request>
+void post_and_check(peer_process& t, Request& w, const std::string& notif, const void* data,
+                    std::size_t len) {
+  (void)w.post();
+  const auto n = ucx_test::target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second == notif);
+  CHECK(t.ask(ucx_test::sum_cmd(0, len)) == ucx_test::sum_of(data, len));
+  REQUIRE(wait(w) == status::success);
 }
 
 struct vram_pair {
@@ -292,12 +314,7 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
   (void)r.post();
   REQUIRE(wait(r) == status::success);
   auto got = mine.download(0, 1000 * 1024);
-  bool ok = true;
-  for (std::size_t i = 0; i < 1000 && ok; ++i)
-    for (std::size_t k = 0; k < 1024 && ok; ++k)
-      ok = got[i * 1024 + k] ==
-           static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2048 + k, 9));
-  CHECK(ok);
+  CHECK(holds_blocks(got.data(), 1000, 1024, 2048, 9));
 
   // host memory of this process -> the peer's VRAM
   host.fill(6);
@@ -321,12 +338,7 @@ TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notification
                               blocks(mem_kind::vram, ta, nb, bl, 2 * bl, peer_gpu), "target");
   (void)hr.post();
   REQUIRE(wait(hr) == status::success);
-  bool same = true;
-  for (std::size_t i = 0; i < nb && same; ++i)
-    for (std::size_t k = 0; k < bl && same; ++k)
-      same = static_cast<std::uint8_t>(host.data()[i * bl + k]) ==
-             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 11));
-  CHECK(same);
+  CHECK(holds_blocks(host.data(), nb, bl, 2 * bl, 11));
 }
 
 // Host memory here and the peer's VRAM where UCX has no cuda_ipc lane to map it (here: UCX_TLS
@@ -348,12 +360,7 @@ TEST_CASE("ucx vram: two processes, host memory <-> the peer's VRAM through its 
                              blocks(mem_kind::vram, ta, 1, size, 0, 0), "target", {.notif = "ipc"});
   REQUIRE(w.get_if<nixl::ucx::backend>() != nullptr);
   CHECK(w.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == 1);
-  (void)w.post();
-  auto n = ucx_test::target_notifs(t, 1);
-  REQUIRE(n.size() == 1);
-  CHECK(n[0].second == "ipc");
-  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(host.data(), size));
-  REQUIRE(wait(w) == status::success);
+  post_and_check(t, w, "ipc", host.data(), size);
   // READ back 16 strided blocks of the peer's pattern
   REQUIRE(t.ask(fmt::format("FILL 0 {} 23", size)) == "OK");
   std::memset(host.data(), 0, size);
@@ -363,12 +370,7 @@ TEST_CASE("ucx vram: two processes, host memory <-> the peer's VRAM through its 
   CHECK(r.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == nb);
   (void)r.post();
   REQUIRE(wait(r) == status::success);
-  bool same = true;
-  for (std::size_t i = 0; i < nb && same; ++i)
-    for (std::size_t k = 0; k < bl && same; ++k)
-      same = static_cast<std::uint8_t>(host.data()[i * bl + k]) ==
-             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 23));
-  CHECK(same);
+  CHECK(holds_blocks(host.data(), nb, bl, 2 * bl, 23));
 }
 
 // VRAM here and the peer's host memory: the driver copies here where UCX maps that memory here
@@ -396,12 +398,7 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   // shared memory: mapped here and copied by this process; heap: the peer copies
   CHECK(w.get_if<nixl::ucx::backend>()->backend_state().gpu_copies() == (shared ? 1 : 0));
   CHECK(w.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == (shared ? 0 : 1));
-  (void)w.post();
-  auto n = ucx_test::target_notifs(t, 1);
-  REQUIRE(n.size() == 1);
-  CHECK(n[0].second == "d2h");
-  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
-  REQUIRE(wait(w) == status::success);
+  post_and_check(t, w, "d2h", pat.data(), size);
   // READ 8 strided blocks of the peer's pattern into this GPU
   REQUIRE(t.ask(fmt::format("FILL 0 {} 33", size)) == "OK");
   const std::size_t nb = 8, bl = std::size_t{128} << 10;
@@ -412,12 +409,7 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   (void)r.post();
   REQUIRE(wait(r) == status::success);
   const auto got = mine.download(0, nb * bl);
-  bool same = true;
-  for (std::size_t i = 0; i < nb && same; ++i)
-    for (std::size_t k = 0; k < bl && same; ++k)
-      same = got[i * bl + k] ==
-             static_cast<std::uint8_t>(ucx_test::buffer::pattern(i * 2 * bl + k, 33));
-  CHECK(same);
+  CHECK(holds_blocks(got.data(), nb, bl, 2 * bl, 33));
   // host_vram_copy=ucx here: neither the driver nor the peer copies, UCX does
   ucx_agent u("initiator-ucx");
   u.create_backend<nixl::ucx::backend>({{"host_vram_copy", "ucx"}});

@@ -62,6 +62,17 @@ __device__ inline nixl_status_t finish(nixl::device::result r, nixlGpuXferStatus
   return r == nixl::device::result::ok ? NIXL_IN_PROG : NIXL_ERR_BACKEND;
 }
 
+/// An operation at level `L`: GRID is refused (a bad view); otherwise `op()`'s result, stored in
+/// the status handle `s` if any.
+template <nixl_gpu_level_t L, class Op>
+__device__ inline nixl_status_t run(nixlGpuXferStatusH* s, Op&& op) {
+  if constexpr (L == nixl_gpu_level_t::GRID) {
+    return finish(nixl::device::result::bad_view, s);
+  } else {
+    return finish(op(), s);
+  }
+}
+
 }  // namespace nixl_device_detail
 
 /// Copies `size` bytes from `src` (an element of a local view) to `dst` (an element of a remote
@@ -69,35 +80,27 @@ __device__ inline nixl_status_t finish(nixl::device::result r, nixlGpuXferStatus
 /// NIXL_ERR_BACKEND for a bad view, index or range. `channel_id` and `flags` are accepted.
 template <nixl_gpu_level_t L = nixl_gpu_level_t::THREAD>
 __device__ inline nixl_status_t nixlPut(const nixlMemViewElem& src, const nixlMemViewElem& dst,
-                                        size_t size, unsigned channel_id = 0, uint64_t flags = 0,
+                                        size_t size, [[maybe_unused]] unsigned channel_id = 0,
+                                        [[maybe_unused]] uint64_t flags = 0,
                                         nixlGpuXferStatusH* xfer_status = nullptr) {
-  (void)channel_id;
-  (void)flags;
-  if constexpr (L == nixl_gpu_level_t::GRID) {
-    return nixl_device_detail::finish(nixl::device::result::bad_view, xfer_status);
-  } else {
-    const auto r = nixl::device::put<nixl_device_detail::level_of<L>()>(
+  return nixl_device_detail::run<L>(xfer_status, [&] {
+    return nixl::device::put<nixl_device_detail::level_of<L>()>(
         nixl::device::local_view(src.mvh), src.index, src.offset,
         nixl::device::remote_view(dst.mvh), dst.index, dst.offset, size);
-    return nixl_device_detail::finish(r, xfer_status);
-  }
+  });
 }
 
 /// Adds `value` to the 64-bit counter at `counter` (an element of a remote view), after the
 /// caller's earlier writes are visible; only the group's first thread adds.
 template <nixl_gpu_level_t L = nixl_gpu_level_t::THREAD>
 __device__ inline nixl_status_t nixlAtomicAdd(uint64_t value, const nixlMemViewElem& counter,
-                                              unsigned channel_id = 0, uint64_t flags = 0,
+                                              [[maybe_unused]] unsigned channel_id = 0,
+                                              [[maybe_unused]] uint64_t flags = 0,
                                               nixlGpuXferStatusH* xfer_status = nullptr) {
-  (void)channel_id;
-  (void)flags;
-  if constexpr (L == nixl_gpu_level_t::GRID) {
-    return nixl_device_detail::finish(nixl::device::result::bad_view, xfer_status);
-  } else {
-    const auto r = nixl::device::atomic_add<nixl_device_detail::level_of<L>()>(
+  return nixl_device_detail::run<L>(xfer_status, [&] {
+    return nixl::device::atomic_add<nixl_device_detail::level_of<L>()>(
         value, nixl::device::remote_view(counter.mvh), counter.index, counter.offset);
-    return nixl_device_detail::finish(r, xfer_status);
-  }
+  });
 }
 
 /// The status a put or add stored: NIXL_SUCCESS once complete (at once here), or its error.

@@ -26,12 +26,14 @@ using namespace std::chrono_literals;
 /// Failed expectations so far: a test exits 1 when it is not 0.
 inline int failures = 0;
 
-/// Counts and prints `what` when `ok` is false.
-inline void expect(bool ok, const char* what) {
-  if (!ok) {
+/// Counts and prints `what` (and the round, when one is given) when `ok` is false.
+inline void expect(bool ok, const char* what, int round = -1) {
+  if (ok) return;
+  if (round >= 0)
+    std::fprintf(stderr, "FAILED: %s (round %d)\n", what, round);
+  else
     std::fprintf(stderr, "FAILED: %s\n", what);
-    ++failures;
-  }
+  ++failures;
 }
 
 /// A page-aligned buffer holding pattern `seed`.

@@ -24,14 +24,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int failures = 0;
-void expect(bool ok, const char* what, int i = -1) {
-  if (!ok) {
-    std::fprintf(stderr, "FAILED: %s (round %d)\n", what, i);
-    ++failures;
-  }
-}
-
 /// A TCP proxy on a loopback port to `target`: each connection is forwarded after `delay`.
 class delaying_proxy {
  public:

@@ -26,7 +26,10 @@ file(GLOB roots LIST_DIRECTORIES true ${ROOT}/include ${ROOT}/backends/*/include
 set(allowed
     # NIXL's own header layout, which the compat headers reproduce for drop-in use: its
     # serializer includes the types header at the top of the include folder.
-    "compat/include/utils/serdes/serdes.h|compat/include/nixl_types.h")
+    "compat/include/utils/serdes/serdes.h|compat/include/nixl_types.h"
+    # and its device header, installed as include/gpu/ucx/nixl_device.cuh, includes the types
+    # header (nixl_status_t, nixlMemViewH) the same way.
+    "compat/include/gpu/ucx/nixl_device.cuh|compat/include/nixl_types.h")
 
 set(exts .h .hpp .cuh .inl .ipp .c .cc .cpp .cu)
 set(files "")

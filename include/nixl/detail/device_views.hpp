@@ -20,7 +20,7 @@
 #include <nixl/detail/memory.hpp>
 #include <nixl/detail/region_pin.hpp>
 #include <nixl/device/abi.hpp>
-#include <nixl/status.hpp>
+#include <nixl/detail/status.hpp>
 
 namespace nixl::detail::views {
 

@@ -19,8 +19,8 @@
 #include <nixl/detail/cuda_driver.hpp>
 #include <nixl/detail/memory.hpp>
 #include <nixl/detail/region_pin.hpp>
-#include <nixl/device/abi.hpp>
 #include <nixl/detail/status.hpp>
+#include <nixl/device/abi.hpp>
 
 namespace nixl::detail::views {
 

@@ -8,14 +8,17 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nixl/device.cuh>
 #include <nixl_device.cuh>
 
+#include "child_process.hpp"
 #include "nixl.h"
 #include "nixl_test/catch.hpp"
 
@@ -68,14 +71,60 @@ struct vbuf {
   size_t len;
 };
 
+nixlAgentConfig agent_cfg() {
+  return nixlAgentConfig(true, false, 0, nixl_thread_sync_t::NIXL_THREAD_SYNC_RW, 1, 100000);
+}
+
+/// NIXL's test's backend parameters.
+bool create_backend(nixlAgent& a, const std::string& backend, nixlBackendH*& b) {
+  nixl_b_params_t p;
+  if (backend == "UCX") p["num_workers"] = "32";
+  return a.createBackend(backend, p, b) == NIXL_SUCCESS;
+}
+
+/// Registers [addr, +len) of GPU 0 with `a`.
+bool reg_vram(nixlAgent& a, uintptr_t addr, size_t len) {
+  nixl_reg_dlist_t l(VRAM_SEG);
+  l.addDesc(nixlBlobDesc(addr, len, 0, ""));
+  return a.registerMem(l) == NIXL_SUCCESS;
+}
+
+nixl_opt_args_t view_opts(nixlBackendH* b, const std::string& custom) {
+  nixl_opt_args_t x;
+  x.backends.push_back(b);
+  x.customParam = custom;
+  return x;
+}
+
+/// A local view of `bs` through `a`'s backend `b`, as NIXL's tests prepare it.
+nixlMemViewH prep_local(nixlAgent& a, nixlBackendH* b, const std::vector<const vbuf*>& bs,
+                        const std::string& custom = {}) {
+  nixl_xfer_dlist_t l(VRAM_SEG);
+  for (const vbuf* v : bs) l.addDesc(nixlBasicDesc(v->addr(), v->len, 0));
+  nixlMemViewH h = nullptr;
+  auto x = view_opts(b, custom);
+  REQUIRE(a.prepMemView(l, h, &x) == NIXL_SUCCESS);
+  REQUIRE(h != nullptr);
+  return h;
+}
+
+/// A remote view of `ds` through `a`'s backend `b`.
+nixlMemViewH prep_remote(nixlAgent& a, nixlBackendH* b, const std::vector<nixlRemoteDesc>& ds,
+                         const std::string& custom = {}) {
+  nixl_remote_dlist_t l(VRAM_SEG);
+  for (const auto& d : ds) l.addDesc(d);
+  nixlMemViewH h = nullptr;
+  auto x = view_opts(b, custom);
+  REQUIRE(a.prepMemView(l, h, &x) == NIXL_SUCCESS);
+  REQUIRE(h != nullptr);
+  return h;
+}
+
 /// NIXL's test fixture: agent_0 (sender) and agent_1 (receiver) with one backend each.
 struct agents {
   explicit agents(const std::string& backend)
-      : a0("agent_0", cfg()), a1("agent_1", cfg()), name(backend) {
-    nixl_b_params_t p;
-    if (backend == "UCX") p["num_workers"] = "32";
-    ok = a0.createBackend(backend, p, b0) == NIXL_SUCCESS &&
-         a1.createBackend(backend, p, b1) == NIXL_SUCCESS;
+      : a0("agent_0", agent_cfg()), a1("agent_1", agent_cfg()), name(backend) {
+    ok = create_backend(a0, backend, b0) && create_backend(a1, backend, b1);
     if (!ok) why = backend + ": createBackend failed";
   }
   ~agents() {
@@ -84,14 +133,9 @@ struct agents {
       CHECK(a1.invalidateRemoteMD("agent_0") == NIXL_SUCCESS);
     }
   }
-  static nixlAgentConfig cfg() {
-    return nixlAgentConfig(true, false, 0, nixl_thread_sync_t::NIXL_THREAD_SYNC_RW, 1, 100000);
-  }
   /// Registers `b` with `a`; false (with the reason) when the backend refuses VRAM.
   bool reg(nixlAgent& a, const vbuf& b) {
-    nixl_reg_dlist_t l(VRAM_SEG);
-    l.addDesc(nixlBlobDesc(b.addr(), b.len, 0, ""));
-    if (a.registerMem(l) == NIXL_SUCCESS) return true;
+    if (reg_vram(a, b.addr(), b.len)) return true;
     why = name + " does not register VRAM here";
     return false;
   }
@@ -106,32 +150,16 @@ struct agents {
     REQUIRE(n1 == "agent_1");
     exchanged = true;
   }
-  nixl_opt_args_t opts(const std::string& custom = {}) {
-    nixl_opt_args_t x;
-    x.backends.push_back(b0);
-    x.customParam = custom;
-    return x;
-  }
   nixlMemViewH local(const std::vector<const vbuf*>& bs, const std::string& custom = {}) {
-    nixl_xfer_dlist_t l(VRAM_SEG);
-    for (const vbuf* b : bs) l.addDesc(nixlBasicDesc(b->addr(), b->len, 0));
-    nixlMemViewH h = nullptr;
-    auto x = opts(custom);
-    REQUIRE(a0.prepMemView(l, h, &x) == NIXL_SUCCESS);
-    REQUIRE(h != nullptr);
-    return h;
+    return prep_local(a0, b0, bs, custom);
   }
   /// A remote view of agent_1's buffers; null entries are NULL_AGENT placeholders.
   nixlMemViewH remote(const std::vector<const vbuf*>& bs, const std::string& custom = {}) {
-    nixl_remote_dlist_t l(VRAM_SEG);
+    std::vector<nixlRemoteDesc> ds;
     for (const vbuf* b : bs)
-      l.addDesc(b != nullptr ? nixlRemoteDesc(b->addr(), b->len, 0, "agent_1")
-                             : nixlRemoteDesc(nixlBasicDesc(), nixl_null_agent));
-    nixlMemViewH h = nullptr;
-    auto x = opts(custom);
-    REQUIRE(a0.prepMemView(l, h, &x) == NIXL_SUCCESS);
-    REQUIRE(h != nullptr);
-    return h;
+      ds.push_back(b != nullptr ? nixlRemoteDesc(b->addr(), b->len, 0, "agent_1")
+                                : nixlRemoteDesc(nixlBasicDesc(), nixl_null_agent));
+    return prep_remote(a0, b0, ds, custom);
   }
 
   nixlAgent a0, a1;
@@ -303,18 +331,20 @@ TEST_CASE("device: SingleWorkerPutGap, a NULL_AGENT placeholder and nixlGetPtr",
 
 namespace {
 
-/// The sender: puts its 4 KiB at level L (THREAD: each thread its 128-byte slice), then
-/// counts itself done with nixlAtomicAdd on the receiver's counter.
+/// The sender: puts the 4 KiB of slot `slot` (entry 0, offset slot x 4 KiB on both sides) at
+/// level L (THREAD: each thread its 128-byte slice), then counts itself done with
+/// nixlAtomicAdd on the receiver's counter `slot` (entry 1, offset slot x 8).
 template <nixl_gpu_level_t L>
-__global__ void producer(nixlMemViewH l, nixlMemViewH r, int* err) {
-  size_t off = 0, size = kib4;
+__global__ void producer(nixlMemViewH l, nixlMemViewH r, unsigned slot, int* err) {
+  size_t off = slot * kib4, size = kib4;
   if constexpr (L == nixl_gpu_level_t::THREAD) {
     size = kib4 / 32;
-    off = threadIdx.x * size;
+    off += threadIdx.x * size;
   }
   if (nixlPut<L>({l, 0, off}, {r, 0, off}, size) != NIXL_IN_PROG) atomicCAS(err, 0, 1);
   nixlGpuXferStatusH s;
-  if (nixlAtomicAdd<L>(1, {r, 1, 0}, 0, 0, &s) != NIXL_IN_PROG) atomicCAS(err, 0, 2);
+  if (nixlAtomicAdd<L>(1, {r, 1, slot * sizeof(uint64_t)}, 0, 0, &s) != NIXL_IN_PROG)
+    atomicCAS(err, 0, 2);
   if (nixlGpuGetXferStatus<L>(s) != NIXL_SUCCESS) atomicCAS(err, 0, 3);
 }
 
@@ -359,7 +389,7 @@ void counter_round(agents& ag, nixlMemViewH l, nixlMemViewH r, vbuf& dst, vbuf& 
   REQUIRE(cudaFuncGetAttributes(&fa, producer<L>) == cudaSuccess);
   consumer<<<1, 1, 0, b>>>(static_cast<unsigned long long*>(counter.p), want,
                            static_cast<uint32_t*>(dst.p), pattern, dev + 1);
-  producer<L><<<1, 32, 0, a>>>(l, r, dev);
+  producer<L><<<1, 32, 0, a>>>(l, r, 0, dev);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   int h[2] = {-1, -1};
   REQUIRE(cudaMemcpy(h, dev, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -400,6 +430,90 @@ TEST_CASE("device: atomics as completion counters", "[device][gpu]") {
   }
   ag.a0.releaseMemView(l);
   ag.a0.releaseMemView(r);
+}
+
+namespace {
+
+/// The two-process case's layout in the receiver: three 4 KiB slots of data (THREAD, WARP,
+/// BLOCK puts) and three u64 counters; slot k carries the words slot_pattern(k).
+constexpr unsigned slots = 3;
+constexpr uint32_t slot_pattern(unsigned k) {
+  return 0x5EED0000u | (k + 1);
+}
+/// What counter k reaches: THREAD adds once per thread, WARP and BLOCK once.
+constexpr unsigned long long slot_count(unsigned k) {
+  return k == 0 ? 32 : 1;
+}
+
+template <nixl_gpu_level_t L>
+int run_producer(nixlMemViewH l, nixlMemViewH r, unsigned slot) {
+  INFO(level_name(L));
+  int* err = nullptr;
+  REQUIRE(cudaMalloc(&err, sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(err, 0, sizeof(int)) == cudaSuccess);
+  producer<L><<<1, 32>>>(l, r, slot, err);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int h = -1;
+  REQUIRE(cudaMemcpy(&h, err, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(err);
+  return h;
+}
+
+}  // namespace
+
+// The sender here, the receiver (agent_1) in a second process of this binary
+// (nixl_device_test::receive, started through the hidden case "[device_receiver]" of
+// device_host_test.cpp): the receiver's VRAM reaches this process through CUDA IPC.
+TEST_CASE("device: two processes on GPU 0, puts and counters into a receiver process",
+          "[device][gpu]") {
+  NEED_GPU();
+  namespace t = nixl_device_test;
+  using namespace std::chrono_literals;
+  const std::string backend = GENERATE("CUDA", "UCX");
+  INFO(backend);
+  t::child_process child("[device_receiver]", {{"NIXL_DEVICE_RECEIVER", backend}});
+  nixlAgent a0("agent_0", agent_cfg());
+  nixlBackendH* b0 = nullptr;
+  if (!create_backend(a0, backend, b0)) NIXL_SKIP(backend << ": createBackend failed");
+  vbuf src(slots * kib4);
+  std::vector<uint32_t> words(src.len / 4);
+  for (size_t i = 0; i < words.size(); ++i)
+    words[i] = slot_pattern(static_cast<unsigned>(i / (kib4 / 4)));
+  REQUIRE(cudaMemcpy(src.p, words.data(), src.len, cudaMemcpyHostToDevice) == cudaSuccess);
+  if (!reg_vram(a0, src.addr(), src.len)) NIXL_SKIP(backend << " does not register VRAM here");
+
+  std::string frame, why;
+  {
+    const bool got = child.read_frame(frame, t::steady::now() + 60s, why);
+    INFO(why << "; the receiver's output:\n" << child.output());
+    REQUIRE(got);
+    REQUIRE(frame.size() > 2 * sizeof(uint64_t));
+  }
+  uint64_t dst = 0, counters = 0;
+  std::memcpy(&dst, frame.data(), sizeof dst);
+  std::memcpy(&counters, frame.data() + sizeof dst, sizeof counters);
+  std::string name;
+  REQUIRE(a0.loadRemoteMD(frame.substr(2 * sizeof(uint64_t)), name) == NIXL_SUCCESS);
+  REQUIRE(name == "agent_1");
+  nixlMemViewH l = prep_local(a0, b0, {&src});
+  nixlMemViewH r = prep_remote(a0, b0,
+                               {nixlRemoteDesc(dst, slots * kib4, 0, "agent_1"),
+                                nixlRemoteDesc(counters, 256, 0, "agent_1")});
+  CHECK(get_ptrs(r, 1)[0] != nullptr);  // the receiver's VRAM mapped here
+  CHECK(run_producer<nixl_gpu_level_t::THREAD>(l, r, 0) == 0);
+  CHECK(run_producer<nixl_gpu_level_t::WARP>(l, r, 1) == 0);
+  CHECK(run_producer<nixl_gpu_level_t::BLOCK>(l, r, 2) == 0);
+  {
+    const bool exited = child.wait(t::steady::now() + 30s, why);
+    INFO(why << "; the receiver's output:\n" << child.output());
+    CHECK(exited);
+  }
+  a0.releaseMemView(l);
+  a0.releaseMemView(r);
+  // The receiver is gone: the peer may already be dropped.
+  const nixl_status_t inv = a0.invalidateRemoteMD("agent_1");
+  CHECK((inv == NIXL_SUCCESS || inv == NIXL_ERR_NOT_FOUND));
 }
 
 namespace {
@@ -541,6 +655,61 @@ int native_put(void* l, std::size_t so, void* r, std::size_t doff, std::size_t n
   REQUIRE(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(d);
   return h;
+}
+
+/// The receiver of the two-process case: agent_1 with `backend`, VRAM for the data and the
+/// counters, its metadata to the parent, then the counters awaited (20 s at most) and the data
+/// checked. Failures are Catch2's, in the log the parent prints.
+void receive(const std::string& backend) {
+  using namespace std::chrono_literals;
+  INFO("receiver process, " << backend);
+  const std::string no_gpu = no_gpu_reason();
+  if (!no_gpu.empty()) FAIL(no_gpu);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  nixlAgent a1("agent_1", agent_cfg());
+  nixlBackendH* b = nullptr;
+  REQUIRE(create_backend(a1, backend, b));
+  vbuf dst(slots * kib4), counters(256);
+  REQUIRE(reg_vram(a1, dst.addr(), dst.len));
+  REQUIRE(reg_vram(a1, counters.addr(), counters.len));
+  nixl_blob_t md;
+  REQUIRE(a1.getLocalMD(md) == NIXL_SUCCESS);
+  std::string frame(2 * sizeof(uint64_t), '\0');
+  const uint64_t addrs[2] = {dst.addr(), counters.addr()};
+  std::memcpy(frame.data(), addrs, sizeof addrs);
+  frame += md;
+  std::string why;
+  {
+    const bool sent = write_frame(child_fd, frame, why);
+    INFO(why);
+    REQUIRE(sent);
+  }
+  ::close(child_fd);
+  unsigned long long got[slots] = {};
+  bool done = false;
+  const auto deadline = steady::now() + 20s;
+  while (!done && steady::now() < deadline) {
+    REQUIRE(cudaMemcpy(got, counters.p, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+    done = true;
+    for (unsigned k = 0; k < slots; ++k) done = done && got[k] >= slot_count(k);
+    if (!done) std::this_thread::sleep_for(1ms);
+  }
+  for (unsigned k = 0; k < slots; ++k) {
+    INFO("counter " << k << " is " << got[k] << " after " << (done ? "the wait" : "20 s")
+                    << ", want " << slot_count(k));
+    CHECK(got[k] == slot_count(k));
+  }
+  REQUIRE(done);
+  const auto words = dst.read32();
+  for (unsigned k = 0; k < slots; ++k) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < kib4 / 4; ++i)
+      if (words[k * kib4 / 4 + i] != slot_pattern(k) && bad++ == 0) first = i;
+    INFO("slot " << k << ": " << bad << " of " << kib4 / 4 << " words wrong, the first at word "
+                 << first << " (" << std::hex << words[k * kib4 / 4 + first] << ", want "
+                 << slot_pattern(k) << ")");
+    CHECK(bad == 0);
+  }
 }
 
 }  // namespace nixl_device_test

@@ -2,14 +2,18 @@
 // unknown agents, placeholder-only lists and unregistered memory), customParam checks, and the
 // release of a handle nobody handed out. The GPU cases are in device_gpu_test.cu.
 
+#include <chrono>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/cuda.hpp>
 #include <nixl/backends/ucx.hpp>
 
+#include "child_process.hpp"
 #include "nixl.h"
 #include "nixl_test/catch.hpp"
 
@@ -155,4 +159,61 @@ TEST_CASE("device: native views over typed VRAM lists use the entries' own addre
   }
   t::vram_free(src);
   t::vram_free(dst);
+}
+
+// The two-process cases' second process: this binary, started by nixl_device_test::child_process
+// with NIXL_DEVICE_RECEIVER naming its role. "echo", "fail" and "hang" test the process
+// handling itself (no GPU); a backend name runs the receiver of device_gpu_test.cu.
+namespace nixl_device_test {
+void receive(const std::string& backend);
+}
+
+TEST_CASE("device: the receiver process of the two-process cases", "[.][device_receiver]") {
+  namespace t = nixl_device_test;
+  const char* role = std::getenv("NIXL_DEVICE_RECEIVER");
+  if (role == nullptr) NIXL_SKIP("runs only in a process that a two-process case started");
+  const std::string r = role;
+  if (r == "echo" || r == "fail" || r == "hang") {
+    std::string why;
+    const bool sent = t::write_frame(t::child_fd, "ready", why);
+    INFO(why);
+    REQUIRE(sent);
+    ::close(t::child_fd);
+    if (r == "fail") FAIL("the receiver fails on purpose");
+    if (r == "hang") std::this_thread::sleep_for(std::chrono::seconds(120));
+    return;
+  }
+  t::receive(r);
+}
+
+TEST_CASE("device: a receiver process sends its frame, reports its exit, dies at a deadline",
+          "[device]") {
+  namespace t = nixl_device_test;
+  using namespace std::chrono_literals;
+  const std::string role = GENERATE("echo", "fail", "hang");
+  INFO(role);
+  t::child_process c("[device_receiver]", {{"NIXL_DEVICE_RECEIVER", role}});
+  std::string frame, why;
+  {
+    const bool got = c.read_frame(frame, t::steady::now() + 60s, why);
+    INFO(why << "; its output:\n" << c.output());
+    REQUIRE(got);
+  }
+  CHECK(frame == "ready");
+  const auto limit = role == "hang" ? 300ms : 60s;
+  const auto t0 = t::steady::now();
+  const bool ok = c.wait(t0 + limit, why);
+  INFO(why << "; its output:\n" << c.output());
+  CHECK_FALSE(c.running());
+  if (role == "echo") {
+    CHECK(ok);
+  } else if (role == "fail") {
+    CHECK_FALSE(ok);
+    CHECK(why.find("exited with status") != std::string::npos);
+    CHECK(c.output().find("the receiver fails on purpose") != std::string::npos);
+  } else {
+    CHECK_FALSE(ok);
+    CHECK(why.find("killed") != std::string::npos);
+    CHECK(t::steady::now() - t0 < 30s);
+  }
 }

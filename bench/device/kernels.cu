@@ -155,6 +155,7 @@ void fill(void* p, void* q, std::size_t n, unsigned seed) {
   for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<unsigned char>(i % 253 + seed);
   must(cudaMemcpy(p, h.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
   must(cudaMemset(q, 0, n), "cudaMemset");
+  must(cudaDeviceSynchronize(), "cudaMemset");  // the kernels run on a non-blocking stream
 }
 
 bool equal(const void* a, const void* b, std::size_t n) {

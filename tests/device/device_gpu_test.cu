@@ -672,6 +672,7 @@ void receive(const std::string& backend) {
   vbuf dst(slots * kib4), counters(256);
   REQUIRE(reg_vram(a1, dst.addr(), dst.len));
   REQUIRE(reg_vram(a1, counters.addr(), counters.len));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the zeroed buffers, before the sender starts
   nixl_blob_t md;
   REQUIRE(a1.getLocalMD(md) == NIXL_SUCCESS);
   std::string frame(2 * sizeof(uint64_t), '\0');

@@ -81,7 +81,12 @@ class child_process {
     }
     rfd_ = p[0];
     std::vector<std::string> vars;
-    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view kv(*e);
+      bool ours = false;  // getenv finds the first: ours must be the only ones
+      for (const auto& [k, v] : env) ours = ours || kv.substr(0, kv.find('=')) == k;
+      if (!ours) vars.emplace_back(kv);
+    }
     for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
     std::vector<char*> envp;
     for (auto& v : vars) envp.push_back(v.data());

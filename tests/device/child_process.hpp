@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,17 @@ inline bool write_frame(int fd, std::string_view data, std::string& why) {
   return true;
 }
 
+/// The environment variable that tells a child its parent's pid.
+inline constexpr const char* parent_var = "NIXL_DEVICE_TEST_PARENT";
+
+/// In a child: dies (SIGKILL) when the parent that started it goes away, so that a parent
+/// killed by a timeout leaves no process behind; false when the parent is already gone.
+inline bool die_with_parent() {
+  (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const char* p = std::getenv(parent_var);
+  return p == nullptr || std::to_string(::getppid()) == p;
+}
+
 class child_process {
  public:
   /// Starts this binary running the test cases of `spec` (a hidden tag) with `env` added.
@@ -83,11 +95,13 @@ class child_process {
     std::vector<std::string> vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view kv(*e);
-      bool ours = false;  // getenv finds the first: ours must be the only ones
-      for (const auto& [k, v] : env) ours = ours || kv.substr(0, kv.find('=')) == k;
+      const std::string_view key = kv.substr(0, kv.find('='));
+      bool ours = key == parent_var;  // getenv finds the first: ours must be the only ones
+      for (const auto& [k, v] : env) ours = ours || key == k;
       if (!ours) vars.emplace_back(kv);
     }
     for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+    vars.push_back(std::string(parent_var) + "=" + std::to_string(::getpid()));
     std::vector<char*> envp;
     for (auto& v : vars) envp.push_back(v.data());
     envp.push_back(nullptr);

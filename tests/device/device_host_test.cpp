@@ -172,6 +172,7 @@ TEST_CASE("device: the receiver process of the two-process cases", "[.][device_r
   namespace t = nixl_device_test;
   const char* role = std::getenv("NIXL_DEVICE_RECEIVER");
   if (role == nullptr) NIXL_SKIP("runs only in a process that a two-process case started");
+  if (!t::die_with_parent()) FAIL("the process that started this receiver is gone");
   const std::string r = role;
   if (r == "echo" || r == "fail" || r == "hang") {
     std::string why;

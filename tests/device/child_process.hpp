@@ -1,8 +1,9 @@
 #pragma once
 // A second process of this test binary for the two-process cases: posix_spawn of
 // /proc/self/exe running one hidden test case, with an environment variable naming its role,
-// fd 3 the write end of a pipe to the parent and its stdout and stderr in a log file that the
-// parent prints when something fails. Frames on the pipe are a u64 length (little-endian) and
+// fd 3 the write end of a pipe to the parent, fd 4 the read end of one from it (closed by the
+// parent to let the child end), and its stdout and stderr in a log file that the parent prints
+// when something fails. Frames on the pipe are a u64 length (little-endian) and
 // that many bytes. Every wait has a deadline; a child still running when its owner goes away is
 // killed and reaped (no process outlives the test case).
 
@@ -38,6 +39,8 @@ using steady = std::chrono::steady_clock;
 
 /// The fd a child writes its frames to.
 inline constexpr int child_fd = 3;
+/// The fd a child reads end-of-file from when the parent lets it go (child_process::let_go).
+inline constexpr int go_fd = 4;
 /// The largest frame a parent accepts (the bytes are the child's, hence untrusted).
 inline constexpr std::uint64_t max_frame = 64u << 20;
 
@@ -83,15 +86,19 @@ class child_process {
     exe[n] = '\0';
     exe_ = exe;
     char log[] = "/tmp/nixl-device-child-XXXXXX";
-    const int logfd = ::mkostemp(log, O_CLOEXEC);
+    const int logfd = high(::mkostemp(log, O_CLOEXEC));
     if (logfd < 0) fail("mkostemp");
     log_ = log;
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) {
+    int p[2], g[2];
+    if (::pipe2(p, O_CLOEXEC) != 0 || ::pipe2(g, O_CLOEXEC) != 0) {
       ::close(logfd);
       fail("pipe2");
     }
+    // Above the child's fds 0-4, so that no dup2 below overwrites a later one's source.
     rfd_ = p[0];
+    p[1] = high(p[1]);
+    g[0] = high(g[0]);
+    wfd_ = g[1];
     std::vector<std::string> vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view kv(*e);
@@ -112,9 +119,11 @@ class child_process {
     posix_spawn_file_actions_adddup2(&fa, logfd, 1);
     posix_spawn_file_actions_adddup2(&fa, logfd, 2);
     posix_spawn_file_actions_adddup2(&fa, p[1], child_fd);
+    posix_spawn_file_actions_adddup2(&fa, g[0], go_fd);
     const int rc = ::posix_spawn(&pid_, exe_.c_str(), &fa, nullptr, argv, envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(p[1]);
+    ::close(g[0]);
     ::close(logfd);
     if (rc != 0) {
       pid_ = -1;
@@ -137,6 +146,7 @@ class child_process {
                    output().c_str());
     }
     if (rfd_ >= 0) ::close(rfd_);
+    let_go();
     if (!log_.empty()) ::unlink(log_.c_str());
   }
 
@@ -189,6 +199,12 @@ class child_process {
     }
   }
 
+  /// Lets the child go: it reads end-of-file on go_fd (wait_let_go).
+  void let_go() {
+    if (wfd_ >= 0) ::close(wfd_);
+    wfd_ = -1;
+  }
+
   /// Whether the child is still running (not reaped).
   bool running() const { return pid_ > 0; }
 
@@ -201,6 +217,14 @@ class child_process {
   }
 
  private:
+  /// `fd` moved to a number of 10 or more (close-on-exec); -1 stays -1.
+  static int high(int fd) {
+    if (fd < 0 || fd >= 10) return fd;
+    const int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    ::close(fd);
+    return h;
+  }
+
   [[noreturn]] static void fail(const std::string& what) {
     throw std::runtime_error(what + ": " + std::strerror(errno));
   }
@@ -243,6 +267,34 @@ class child_process {
   std::string exe_, log_;
   pid_t pid_ = -1;
   int rfd_ = -1;
+  int wfd_ = -1;
 };
+
+/// In a child: waits until the parent lets it go (end-of-file on go_fd) by `deadline`; false
+/// with the reason in `why`.
+inline bool wait_let_go(steady::time_point deadline, std::string& why) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) {
+      why = "the parent did not let this receiver go by the deadline";
+      return false;
+    }
+    pollfd pf{go_fd, POLLIN, 0};
+    const int pr = ::poll(&pf, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0) {
+      why = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+    if (pr == 0) continue;
+    char c;
+    const ssize_t r = ::read(go_fd, &c, 1);
+    if (r == 0) return true;
+    if (r < 0 && errno == EINTR) continue;
+    why = r < 0 ? std::string("read: ") + std::strerror(errno) : "unexpected bytes from the parent";
+    return false;
+  }
+}
 
 }  // namespace nixl_device_test

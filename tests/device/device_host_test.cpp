@@ -182,6 +182,9 @@ TEST_CASE("device: the receiver process of the two-process cases", "[.][device_r
     ::close(t::child_fd);
     if (r == "fail") FAIL("the receiver fails on purpose");
     if (r == "hang") std::this_thread::sleep_for(std::chrono::seconds(120));
+    const bool go = t::wait_let_go(t::steady::now() + std::chrono::seconds(60), why);
+    INFO(why);
+    REQUIRE(go);
     return;
   }
   t::receive(r);
@@ -201,6 +204,7 @@ TEST_CASE("device: a receiver process sends its frame, reports its exit, dies at
     REQUIRE(got);
   }
   CHECK(frame == "ready");
+  c.let_go();
   const auto limit = role == "hang" ? 300ms : 60s;
   const auto t0 = t::steady::now();
   const bool ok = c.wait(t0 + limit, why);

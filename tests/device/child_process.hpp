@@ -89,9 +89,13 @@ class child_process {
     const int logfd = high(::mkostemp(log, O_CLOEXEC));
     if (logfd < 0) fail("mkostemp");
     log_ = log;
-    int p[2], g[2];
+    int p[2] = {-1, -1}, g[2] = {-1, -1};
     if (::pipe2(p, O_CLOEXEC) != 0 || ::pipe2(g, O_CLOEXEC) != 0) {
-      ::close(logfd);
+      const int e = errno;
+      for (int fd : {logfd, p[0], p[1], g[0], g[1]})
+        if (fd >= 0) ::close(fd);
+      ::unlink(log);
+      errno = e;
       fail("pipe2");
     }
     // Above the child's fds 0-4, so that no dup2 below overwrites a later one's source.
@@ -127,6 +131,9 @@ class child_process {
     ::close(logfd);
     if (rc != 0) {
       pid_ = -1;
+      ::close(rfd_);
+      let_go();
+      ::unlink(log);
       errno = rc;
       fail("posix_spawn of " + exe_);
     }

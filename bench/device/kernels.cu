@@ -121,10 +121,9 @@ void launch_warp_puts(void* l, void* r, int count, std::size_t len) {
 
 std::string no_gpu() {
   int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) return std::string("no CUDA GPU: ") + cudaGetErrorString(e);
-  if (n == 0) return "no CUDA GPU visible";
-  return {};
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess)
+    return std::string("no CUDA GPU: ") + cudaGetErrorString(e);
+  return n == 0 ? std::string("no CUDA GPU visible") : std::string();
 }
 
 std::string gpu_name() {

@@ -44,6 +44,24 @@ inline constexpr int go_fd = 4;
 /// The largest frame a parent accepts (the bytes are the child's, hence untrusted).
 inline constexpr std::uint64_t max_frame = 64u << 20;
 
+/// Waits until `fd` is readable, by `deadline`: false when it is not, with `why` empty at the
+/// deadline and the poll's error otherwise.
+inline bool readable_by(int fd, steady::time_point deadline, std::string& why) {
+  why.clear();
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) return false;
+    pollfd pf{fd, POLLIN, 0};
+    const int pr = ::poll(&pf, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (pr > 0) return true;
+    if (pr < 0 && errno != EINTR) {
+      why = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+  }
+}
+
 /// Writes one frame to `fd`; false (with errno's text in `why`) when the pipe fails.
 inline bool write_frame(int fd, std::string_view data, std::string& why) {
   std::string buf(8, '\0');
@@ -240,21 +258,12 @@ class child_process {
     auto* p = static_cast<unsigned char*>(dst);
     std::size_t got = 0;
     while (got < n) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
-      if (left <= 0) {
-        why = "no frame from the receiver by the deadline (" + std::to_string(got) + " of " +
-              std::to_string(n) + " bytes)";
+      if (!readable_by(rfd_, deadline, why)) {
+        if (why.empty())
+          why = "no frame from the receiver by the deadline (" + std::to_string(got) + " of " +
+                std::to_string(n) + " bytes)";
         return false;
       }
-      pollfd pf{rfd_, POLLIN, 0};
-      const int pr = ::poll(&pf, 1, static_cast<int>(std::min<long long>(left, 1000)));
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr < 0) {
-        why = std::string("poll: ") + std::strerror(errno);
-        return false;
-      }
-      if (pr == 0) continue;
       const ssize_t r = ::read(rfd_, p + got, n - got);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) {
@@ -281,20 +290,10 @@ class child_process {
 /// with the reason in `why`.
 inline bool wait_let_go(steady::time_point deadline, std::string& why) {
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
-    if (left <= 0) {
-      why = "the parent did not let this receiver go by the deadline";
+    if (!readable_by(go_fd, deadline, why)) {
+      if (why.empty()) why = "the parent did not let this receiver go by the deadline";
       return false;
     }
-    pollfd pf{go_fd, POLLIN, 0};
-    const int pr = ::poll(&pf, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr < 0) {
-      why = std::string("poll: ") + std::strerror(errno);
-      return false;
-    }
-    if (pr == 0) continue;
     char c;
     const ssize_t r = ::read(go_fd, &c, 1);
     if (r == 0) return true;

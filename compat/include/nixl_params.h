@@ -18,6 +18,7 @@ struct nixlAgentConfig {
   static constexpr uint64_t kDefaultLthrDelayUs = 100000;
   static constexpr std::chrono::microseconds kDefaultEtcdWatchTimeout =
       std::chrono::microseconds(5000000);
+  static constexpr std::chrono::microseconds kDefaultXferStallTimeout{0};
 
   /// Backends may run a progress thread (UCX).
   bool useProgThread = kDefaultUseProgThread;
@@ -33,6 +34,9 @@ struct nixlAgentConfig {
   uint64_t lthrDelay = kDefaultLthrDelayUs;
   /// How long an etcd fetch waits for a key that is not there yet.
   std::chrono::microseconds etcdWatchTimeout = kDefaultEtcdWatchTimeout;
+  /// A request still in progress this long after its post is canceled and getXferStatus
+  /// answers NIXL_ERR_XFER_STALLED; <= 0: off.
+  std::chrono::microseconds xferStallTimeout = kDefaultXferStallTimeout;
 
   nixlAgentConfig() = default;
   /// `num_workers` is accepted and ignored, as in NIXL (UCX takes the backend parameter).
@@ -42,7 +46,8 @@ struct nixlAgentConfig {
       unsigned int num_workers = 1, uint64_t pthr_delay_us = kDefaultPthrDelayUs,
       uint64_t lthr_delay_us = kDefaultLthrDelayUs,
       bool capture_telemetry = kDefaultCaptureTelemetry,
-      std::chrono::microseconds etcd_watch_timeout = kDefaultEtcdWatchTimeout) noexcept
+      std::chrono::microseconds etcd_watch_timeout = kDefaultEtcdWatchTimeout,
+      std::chrono::microseconds xfer_stall_timeout = kDefaultXferStallTimeout) noexcept
       : useProgThread(use_prog_thread),
         useListenThread(use_listen_thread),
         listenPort(port),
@@ -50,7 +55,8 @@ struct nixlAgentConfig {
         captureTelemetry(capture_telemetry),
         pthrDelay(pthr_delay_us),
         lthrDelay(lthr_delay_us),
-        etcdWatchTimeout(etcd_watch_timeout) {
+        etcdWatchTimeout(etcd_watch_timeout),
+        xferStallTimeout(xfer_stall_timeout) {
     (void)num_workers;
   }
 };

@@ -38,7 +38,9 @@ enum nixl_status_t {
   NIXL_ERR_NOT_SUPPORTED = -9,
   NIXL_ERR_REMOTE_DISCONNECT = -10,
   NIXL_ERR_CANCELED = -11,
-  NIXL_ERR_NO_TELEMETRY = -12
+  NIXL_ERR_NO_TELEMETRY = -12,
+  /// No completion within the agent's xferStallTimeout (or the request's): canceled.
+  NIXL_ERR_XFER_STALLED = -13
 };
 
 /// Lock discipline of an agent.
@@ -103,6 +105,9 @@ struct nixlAgentOptionalArgs {
   std::string metadataLabel;
   /// Backend-specific parameter (createXferReq).
   nixl_blob_t customParam;
+  /// makeXferReq / createXferReq (not in NIXL): this request's stall timeout; > 0 overrides
+  /// nixlAgentConfig::xferStallTimeout, 0 takes it, < 0 turns the check off for the request.
+  std::chrono::microseconds xferStallTimeout{0};
 };
 using nixl_opt_args_t = nixlAgentOptionalArgs;
 

@@ -61,6 +61,7 @@ runtime::config runtime_config(const nixlAgentConfig& c) {
   r.capture_telemetry = c.captureTelemetry;
   r.progress_delay = std::chrono::microseconds(c.pthrDelay);
   r.etcd_watch_timeout = c.etcdWatchTimeout;
+  r.xfer_stall_timeout = c.xferStallTimeout;
   return r;
 }
 

@@ -37,7 +37,7 @@ std::string xferOpStr(const nixl_xfer_op_t& op) {
 
 std::string statusStr(const nixl_status_t& status) {
   return core_name(
-      status, nixl::status::no_telemetry, nixl::status::in_progress,
+      status, nixl::last_error, nixl::status::in_progress,
       [](nixl::status s) { return nixl::to_string(s); }, "BAD_STATUS");
 }
 

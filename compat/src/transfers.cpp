@@ -24,6 +24,7 @@ nixl::xfer_options xfer_opts(nixlAgentData& d, const nixl_opt_args_t* x, bool on
   o.notif = notif_of(x);
   o.skip_merge = one_shot || (x != nullptr && x->skipDescMerge);
   if (one_shot && x != nullptr) o.custom = x->customParam;
+  if (x != nullptr) o.stall_timeout = x->xferStallTimeout;
   return o;
 }
 

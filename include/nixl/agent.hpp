@@ -42,6 +42,7 @@
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
+#include <nixl/detail/waker.hpp>
 #include <nixl/log.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/metadata.hpp>
@@ -200,6 +201,23 @@ class agent {
     notifications(m);
     return m;
   }
+  /// Waits, without spinning, until a notification arrives or `timeout` passes: appends what
+  /// arrived to `out` (as notifications() does) and returns true when something did. Backends
+  /// that learn of notifications only when progressed are progressed at intervals of 10 µs
+  /// doubling to 1 ms (docs/waiting.md). Throws what notifications() throws.
+  bool wait_notifications(notif_map& out, std::chrono::nanoseconds timeout,
+                          const backend_options& opt = {});
+
+  // Waiting without polling (docs/waiting.md)
+
+  /// The agent's event fd (an eventfd): readable when a request of this agent ends or a
+  /// notification arrives, for epoll, poll or asyncio's add_reader. Level-triggered: after it
+  /// turned readable, call drain_events(), then look at requests (status()) and notifications.
+  /// The fd belongs to the agent; do not close it. Once asked for, every event signals it.
+  int event_fd() noexcept { return waker_.share(); }
+  /// Empties the event fd's counter (see event_fd).
+  void drain_events() noexcept { waker_.drain(); }
+
   /// Sends a standalone notification to `remote` (or to this agent itself). Throws `not_found`
   /// when no notifying backend has a connection to it.
   void notify(std::string_view remote, std::string_view msg, const backend_options& opt = {});
@@ -357,6 +375,7 @@ class agent {
   bool telemetry_ = false;
   std::shared_ptr<detail::telemetry_sink> tsink_;  ///< events, when exported
   std::uint64_t generation_ = 0;
+  detail::waker waker_;  ///< before the backends: they signal it until they are destroyed
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
   std::set<std::string, std::less<>> dropped_;  ///< peers pruned as disconnected, not removed yet

@@ -23,6 +23,9 @@ struct agent_config {
   bool capture_telemetry = false;
   /// Progress thread wake-up period hint for backends.
   std::chrono::microseconds progress_delay{0};
+  /// NIXL's xferStallTimeout: a request still in progress this long after its post is canceled
+  /// and ends with `xfer_stalled` (see request::status). <= 0: off (the default).
+  std::chrono::microseconds xfer_stall_timeout{0};
 };
 
 /// Options of registration and metadata calls: restrict to some backends by name.
@@ -40,6 +43,9 @@ struct xfer_options {
   /// post does not allocate (messages of up to 15 bytes never do). 0: nothing reserved, and a
   /// request without a notification costs no allocation for one.
   std::size_t notif_capacity = 0;
+  /// This request's stall timeout: > 0 overrides the agent's `xfer_stall_timeout`, 0 takes it,
+  /// < 0 turns the check off for this request.
+  std::chrono::microseconds stall_timeout{0};
 };
 
 }  // namespace nixl

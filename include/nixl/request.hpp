@@ -2,6 +2,7 @@
 /// `nixl::request<B>`: a transfer resolved once, posted and polled with direct calls into its
 /// backend. No virtual call, no allocation and no map lookup on post or status.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/region_pin.hpp>
 #include <nixl/detail/sync.hpp>
+#include <nixl/detail/waker.hpp>
 #include <nixl/log.hpp>
 #include <nixl/telemetry.hpp>
 #include <nixl/telemetry_export.hpp>
@@ -59,11 +61,14 @@ class request {
   /// Starts (or restarts) the transfer with the notification given at creation or last post.
   /// Returns `success` when done inline, `in_progress`, or an error: `repost_active` while the
   /// previous post is still running, `not_found` when the peer was invalidated or reloaded or
-  /// when memory it points into was deregistered.
+  /// when memory it points into was deregistered, `xfer_stalled` for a request that stalled
+  /// (it holds no backend state any longer: make a new request).
   nixl::status post() noexcept {
-    if (engine_ == nullptr) return nixl::status::invalid_param;
+    if (engine_ == nullptr)
+      return status_ == nixl::status::xfer_stalled ? status_ : nixl::status::invalid_param;
     auto g = lock_->shared();
     if (status_ == nixl::status::in_progress) {
+      if (canceling_) return count(nixl::status::repost_active);  // a stall's cancel runs
       status_ = engine_->check(state_);
       if (status_ == nixl::status::in_progress) return count(nixl::status::repost_active);
     }
@@ -78,7 +83,11 @@ class request {
       }
       checked_epoch_ = e;
     }
-    if (telemetry_on_) telem_.start = std::chrono::steady_clock::now();
+    if (stall_timeout_.count() > 0 || telemetry_on_) [[unlikely]] {
+      const auto now = std::chrono::steady_clock::now();
+      posted_at_ = now;  // just before the backend's post: a refused repost does not move it
+      telem_.start = now;
+    }
     status_ = engine_->post(state_, has_notif_ ? notif_arg{notif_} : notif_arg{});
     after(true);
     return status_;
@@ -102,12 +111,21 @@ class request {
 
   /// Polls the transfer: `success`, `in_progress`, `not_posted` before the first post, or an
   /// error. Terminal states are sticky until the next post.
+  ///
+  /// With a stall timeout (`agent_config::xfer_stall_timeout`, `xfer_options::stall_timeout`),
+  /// a poll that finds the backend still in progress longer than the timeout after the post
+  /// cancels the backend's work (its release path) and answers `xfer_stalled` once the backend
+  /// has let go of the request, `in_progress` until then. A stalled request holds no backend
+  /// state: `xfer_stalled` is sticky, post answers it again, release answers `success`.
   nixl::status status() noexcept {
     if (status_ != nixl::status::in_progress) return status_;
     auto g = lock_->shared();
     if (!peer_->valid.load(std::memory_order_acquire))
       return count(status_ = nixl::status::not_found);
-    status_ = engine_->check(state_);
+    // While a cancel is under way the backend's answer is release's, not check's.
+    status_ = canceling_ ? nixl::status::in_progress : engine_->check(state_);
+    if (stall_timeout_.count() > 0 && status_ == nixl::status::in_progress) [[unlikely]]
+      check_stall();
     after(false);
     return status_;
   }
@@ -116,7 +134,11 @@ class request {
   /// the request) when the backend cannot cancel it; `success` otherwise. A released request
   /// keeps nothing of its backend, peer or regions: post and status say `invalid_param`.
   nixl::status release() noexcept {
-    if (engine_ == nullptr) return nixl::status::success;
+    if (engine_ == nullptr) {
+      peer_.reset();  // what a stalled request kept for remote_agent()
+      status_ = status_ == nixl::status::not_posted ? status_ : nixl::status::invalid_param;
+      return nixl::status::success;
+    }
     auto g = lock_->shared();
     if (status_ == nixl::status::in_progress) status_ = engine_->check(state_);
     const auto s = engine_->release(state_);
@@ -127,6 +149,40 @@ class request {
     more_pins_.reset();
     status_ = nixl::status::invalid_param;  // status() of a released request touches nothing
     return nixl::status::success;
+  }
+
+  /// Waits, without spinning, until the transfer ends or `timeout` passes: returns what
+  /// status() returns once it ended, `in_progress` at the deadline, and status() at once when
+  /// nothing is in flight. It sleeps on the agent's event fd; a backend that learns of
+  /// completion only when asked (not a waking_backend, or one that says it does not wake now)
+  /// is re-checked every 10 µs, doubling to 1 ms (docs/waiting.md). Never throws.
+  nixl::status wait(std::chrono::nanoseconds timeout) noexcept {
+    if (status_ != nixl::status::in_progress || waker_ == nullptr) return status();
+    const auto deadline = detail::waker::deadline_after(timeout);
+    bool wakes = false;
+    if constexpr (waking_backend<B>) wakes = engine_->wakes_waiters();
+    if constexpr (peeking_backend<B>) {
+      if (wakes) {
+        // Peek, not check: a check would make progress from this thread, and a transport's
+        // progress thread leaves a worker alone while an application thread drives it.
+        // A stall timeout ends the peeking wait at its deadline: past it, the polled wait below
+        // lets status() cancel the request.
+        auto until = deadline;
+        if (stall_timeout_.count() > 0)
+          until = std::min(until, std::chrono::time_point_cast<detail::waker::clock::duration>(
+                                      posted_at_ + stall_timeout_));
+        const bool ended = waker_->wait_until(
+            [&] {
+              return !peer_->valid.load(std::memory_order_acquire) ||
+                     engine_->peek(state_) != nixl::status::in_progress;
+            },
+            until);
+        if (ended) return status();
+        if (until == deadline) return status_;
+      }
+    }
+    waker_->wait_until([&] { return status() != nixl::status::in_progress; }, deadline, !wakes);
+    return status_;
   }
 
   /// Copies the request's telemetry; `no_telemetry` when disabled, the request status when it
@@ -180,6 +236,28 @@ class request {
       tsink_->error(status_);
   }
 
+  /// The stall check of status(), with the backend in progress: past the deadline, cancels
+  /// through the backend's release and reports `xfer_stalled` when the backend has let go.
+  void check_stall() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - posted_at_ <= stall_timeout_) return;
+    // Release cancels what the backend can; repost_active: something still runs that it
+    // could not take back yet, so the request stays in progress and the next poll asks again.
+    canceling_ = true;
+    if (engine_->release(state_) == nixl::status::repost_active) return;
+    canceling_ = false;
+    log::error(
+        "request to '{}' on {}: not complete {} us after its post (stall timeout {} us); "
+        "canceled, {}",
+        peer_->name, B::name,
+        std::chrono::duration_cast<std::chrono::microseconds>(now - posted_at_).count(),
+        stall_timeout_.count(), nixl::status::xfer_stalled);
+    engine_ = nullptr;
+    pins_.reset();
+    more_pins_.reset();
+    status_ = nixl::status::xfer_stalled;
+  }
+
   /// Counts an error status returned without reaching the backend (as after() does).
   nixl::status count(nixl::status s) noexcept {
     if (tsink_ != nullptr) tsink_->error(s);
@@ -203,6 +281,10 @@ class request {
     tsink_ = o.tsink_;
     telem_ = o.telem_;
     backend_descs_ = o.backend_descs_;
+    stall_timeout_ = o.stall_timeout_;
+    posted_at_ = o.posted_at_;
+    canceling_ = std::exchange(o.canceling_, false);
+    waker_ = o.waker_;
   }
 
   B* engine_ = nullptr;
@@ -218,10 +300,14 @@ class request {
   xfer_op op_ = xfer_op::write;
   bool has_notif_ = false;
   bool telemetry_on_ = false;
+  bool canceling_ = false;  ///< past the stall timeout, the backend's release not done yet
   detail::telemetry_sink* tsink_ = nullptr;  ///< the agent's, when its events are exported
   std::string notif_;
   xfer_telemetry telem_{};
   std::size_t backend_descs_ = 0;
+  std::chrono::microseconds stall_timeout_{0};  ///< 0: no stall check
+  std::chrono::steady_clock::time_point posted_at_{};
+  detail::waker* waker_ = nullptr;  ///< the agent's, for wait()
 };
 
 }  // namespace nixl

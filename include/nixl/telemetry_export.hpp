@@ -48,8 +48,9 @@ enum class telemetry_event : std::uint32_t {
   xfer_post_time = 7,
   err_not_posted = 8,  // ... err_no_telemetry = 19, in nixl_status_t order
   events_dropped = 20,
+  err_xfer_stalled = 21,  // NIXL's stall-timeout event, after the dropped count
 };
-inline constexpr std::uint32_t telemetry_event_count = 21;
+inline constexpr std::uint32_t telemetry_event_count = 22;
 inline constexpr int telemetry_version = 4;
 
 /// Event names, by id.
@@ -61,10 +62,13 @@ inline constexpr std::array<std::string_view, telemetry_event_count> telemetry_e
     "agent_err_mismatch",      "agent_err_not_allowed",   "agent_err_repost_active",
     "agent_err_unknown",       "agent_err_not_supported", "agent_err_remote_disconnect",
     "agent_err_canceled",      "agent_err_no_telemetry",  "agent_telemetry_events_dropped",
+    "agent_err_xfer_stalled",
 };
 
-/// The `agent_err_*` event of an error status (`not_posted` -1 ... `no_telemetry` -12).
+/// The `agent_err_*` event of an error status (`not_posted` -1 ... `no_telemetry` -12 in
+/// order, then `xfer_stalled` -13 after `events_dropped`).
 inline constexpr telemetry_event error_event(status s) noexcept {
+  if (s == status::xfer_stalled) return telemetry_event::err_xfer_stalled;
   const int v = -static_cast<int>(s);
   return static_cast<telemetry_event>(v >= 1 && v <= 12 ? 7 + v : 15);  // else err_unknown
 }

@@ -3,6 +3,7 @@
 /// a `std::variant` over `request<B>`; `post()` is a `std::visit`, not a virtual call. An agent
 /// calls it `agent<Backends...>::xfer_request`.
 
+#include <chrono>
 #include <cstddef>
 #include <string_view>
 #include <type_traits>
@@ -34,6 +35,10 @@ class xfer_request {
   }
   nixl::status status() noexcept {
     return apply(nixl::status::invalid_param, [](auto& r) { return r.status(); });
+  }
+  /// request<B>::wait: the status once ended, `in_progress` at the deadline.
+  nixl::status wait(std::chrono::nanoseconds timeout) noexcept {
+    return apply(nixl::status::invalid_param, [&](auto& r) { return r.wait(timeout); });
   }
   nixl::status release() noexcept {
     return apply(nixl::status::invalid_param, [](auto& r) { return r.release(); });

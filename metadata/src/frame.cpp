@@ -64,7 +64,7 @@ std::pair<nixl::status, std::string> decode_error(std::string_view payload) {
   if (payload.size() < 4) return {status::unknown, std::string(payload)};
   auto code = static_cast<std::int32_t>(get_u32(payload.data()));
   // Only values that name a status are kept; anything else from the wire is "unknown".
-  if (code >= 0 || code < static_cast<std::int32_t>(status::no_telemetry)) {
+  if (code >= 0 || code < static_cast<std::int32_t>(last_error)) {
     code = static_cast<std::int32_t>(status::unknown);
   }
   return {static_cast<status>(code), std::string(payload.substr(4))};

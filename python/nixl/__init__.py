@@ -30,6 +30,7 @@ from nixl._bindings import (  # noqa: F401
     nixlRemoteDisconnectError,
     nixlRepostActiveError,
     nixlUnknownError,
+    nixlXferStalledError,
 )
 
 from nixl._api import __all__  # noqa: E402,F401  (one list of public names)

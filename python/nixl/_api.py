@@ -14,6 +14,7 @@ Torch is never imported: tensors are recognised by their methods (``data_ptr``, 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import threading
 import weakref
@@ -24,6 +25,7 @@ import numpy as np
 
 from nixl import _bindings as nixlBind
 from nixl import telemetry as _telemetry
+from nixl._wait import fd_events as _fd_events
 from nixl.logging import get_logger
 
 logger = get_logger("_api")  # "nixl.api", as in NIXL
@@ -62,11 +64,14 @@ class nixl_agent_config:
         sync_mode: Optional[nixl_thread_sync_t] = None,
         listen_address: Optional[str] = None,
         metadata_secret: Optional[str] = None,
+        xfer_stall_timeout: Optional[datetime.timedelta] = None,
     ):
         # Not in NIXL. listen_address: the address the metadata listener binds; None means
         # NIXL_LISTEN_ADDRESS if set, else 127.0.0.1 ("0.0.0.0" / "::" bind every address).
         # metadata_secret: shared secret authenticating listener traffic; None means
-        # NIXL_METADATA_SECRET if set, else none.
+        # NIXL_METADATA_SECRET if set, else none. xfer_stall_timeout: the binding's
+        # nixlAgentConfig.xferStallTimeout (a request in progress that long after its post is
+        # canceled and check_xfer_state raises nixlXferStalledError); None: off.
         if sync_mode is not None and not isinstance(sync_mode, nixl_thread_sync_t):
             raise TypeError(
                 "nixl_agent_config: sync_mode must be a nixl_thread_sync_t member or None, not "
@@ -81,6 +86,7 @@ class nixl_agent_config:
         self.sync_mode = sync_mode
         self.listen_address = listen_address
         self.metadata_secret = metadata_secret
+        self.xfer_stall_timeout = xfer_stall_timeout
 
 
 # Backend parameter that receives nixl_agent_config.num_threads, per backend (NIXL's mapping).
@@ -112,6 +118,9 @@ def _binding_config(conf: nixl_agent_config) -> "nixlBind.nixlAgentConfig":
     c.captureTelemetry = conf.capture_telemetry
     c.listenAddress = getattr(conf, "listen_address", None) or ""
     c.metadataSecret = getattr(conf, "metadata_secret", None) or ""
+    stall = getattr(conf, "xfer_stall_timeout", None)
+    if stall is not None:
+        c.xferStallTimeout = stall
     return c
 
 
@@ -187,6 +196,7 @@ _ERROR_EVENTS = {
         ("nixlRemoteDisconnectError", "remote_disconnect"),
         ("nixlCancelledError", "canceled"),
         ("nixlNoTelemetryError", "no_telemetry"),
+        ("nixlXferStalledError", "xfer_stalled"),
     )
 }
 _COUNTED = (
@@ -263,6 +273,7 @@ class nixl_agent:
             self._count_errors()
 
         self.name = agent_name
+        self._events = _fd_events(self.agent)
         self._leaked_xfer_handles: list[int] = []
         self.notifs: dict[str, list[bytes]] = {}
         self.backends: dict[str, int] = {}
@@ -548,6 +559,59 @@ class nixl_agent:
     def update_notifs(self, backends: list[str] = []) -> dict[str, list[bytes]]:  # noqa: B006
         self.notifs = self.agent.getNotifs(self.notifs, self._handles(backends))
         return self.notifs
+
+    # ---- waiting without polling (docs/waiting.md) ---------------------------------------
+
+    def event_fd(self) -> int:
+        """The agent's event fd: readable when a transfer of this agent ends or a notification
+        arrives (for selectors, epoll, ``loop.add_reader``). When it turned readable call
+        ``drain_events()``, then look (``check_xfer_state``, ``get_new_notifs``). The agent owns
+        the fd: do not close it."""
+        return self.agent.eventFd()
+
+    fileno = event_fd
+
+    def drain_events(self) -> None:
+        self.agent.drainEvents()
+
+    def wait_xfer_blocking(self, handle, timeout: Optional[float] = None) -> str:
+        """Blocks (without the GIL) until the transfer ends or ``timeout`` seconds pass (None:
+        no deadline); returns its state as ``check_xfer_state`` does ("PROC" at the deadline)."""
+        status = self.agent.waitXferReq(handle, -1.0 if timeout is None else float(timeout))
+        return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
+
+    def wait_notifs_blocking(
+        self, timeout: Optional[float] = None, backends: list[str] = []  # noqa: B006
+    ) -> dict[str, list[bytes]]:
+        """Blocks (without the GIL) until a notification arrives or ``timeout`` seconds pass;
+        returns the new ones as ``get_new_notifs`` does (empty at the deadline)."""
+        t = -1.0 if timeout is None else float(timeout)
+        return self.agent.waitNotifs({}, self._handles(backends), t)
+
+    async def wait_xfer(self, handle, timeout: Optional[float] = None) -> str:
+        """Awaits the end of a transfer on the agent's event fd (asyncio); returns its state as
+        ``check_xfer_state`` does, "PROC" when ``timeout`` seconds passed first."""
+
+        def ended():
+            status = self.agent.waitXferReq(handle, 0.0)
+            return None if status == 1 else (_DONE if status == 0 else _ERR)
+
+        state = await self._events.until(ended, timeout)
+        return _PROC if state is None else state
+
+    async def wait_notifs(
+        self, timeout: Optional[float] = None, backends: list[str] = []  # noqa: B006
+    ) -> dict[str, list[bytes]]:
+        """Awaits notifications on the agent's event fd (asyncio); returns the new ones as
+        ``get_new_notifs`` does, empty when ``timeout`` seconds passed first."""
+        handles = self._handles(backends)
+
+        def arrived():
+            got = self.agent.getNotifs({}, handles)
+            return got if got else None
+
+        got = await self._events.until(arrived, timeout)
+        return got if got is not None else {}
 
     def check_remote_xfer_done(
         self,

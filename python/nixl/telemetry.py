@@ -54,6 +54,7 @@ EVENTS = [
     "agent_err_canceled",
     "agent_err_no_telemetry",
     "agent_telemetry_events_dropped",
+    "agent_err_xfer_stalled",
 ]
 EVENT_ID = {n: i for i, n in enumerate(EVENTS)}
 _TRUE = ("1", "y", "yes", "on", "true", "enable")

@@ -27,6 +27,7 @@ runtime::config runtime_config(const py_config& c) {
   r.capture_telemetry = c.captureTelemetry;
   r.progress_delay = std::chrono::microseconds(c.pthrDelay);
   r.etcd_watch_timeout = std::chrono::microseconds(c.etcdWatchTimeout);
+  r.xfer_stall_timeout = c.xferStallTimeout;
   r.listen_address = c.listenAddress;
   r.metadata_secret = c.metadataSecret;
   return r;

@@ -5,6 +5,7 @@
 // The members are defined by concern: agent.cpp (construction, backends, memory), transfers.cpp
 // (prepared lists, requests, notifications), metadata.cpp (the exchange).
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,8 +29,9 @@ struct py_config {
   std::uint64_t pthrDelay = 0;
   std::uint64_t lthrDelay = 100000;  ///< accepted for NIXL's API; the listener does not poll
   std::uint64_t etcdWatchTimeout = 5000000;
-  std::string listenAddress;   ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
-  std::string metadataSecret;  ///< empty: NIXL_METADATA_SECRET, else none
+  std::chrono::microseconds xferStallTimeout{0};  ///< NIXL's; a datetime.timedelta in Python
+  std::string listenAddress;                      ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
+  std::string metadataSecret;                     ///< empty: NIXL_METADATA_SECRET, else none
 };
 
 /// nixlXferTelemetry: times in microseconds.
@@ -90,6 +92,8 @@ class py_agent {
   std::shared_ptr<runtime::request> req(std::uintptr_t h) const;
   status post(std::uintptr_t h, const std::string& notif);
   status xfer_status(std::uintptr_t h);
+  /// request::wait without the GIL; a negative `timeout_s` waits without a deadline.
+  status wait_xfer(std::uintptr_t h, double timeout_s);
   void release_req(std::uintptr_t h);
   py_telemetry telemetry(std::uintptr_t h);
   std::uintptr_t query_backend(std::uintptr_t h);
@@ -97,6 +101,8 @@ class py_agent {
 
   // -- notifications (transfers.cpp) --
   py::dict get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs);
+  /// agent::wait_notifications without the GIL, appended to `d` as get_notifs does.
+  py::dict wait_notifs(py::dict d, const std::vector<std::uintptr_t>& bs, double timeout_s);
   void gen_notif(const std::string& remote, const std::string& msg,
                  const std::vector<std::uintptr_t>& bs);
 

@@ -1,5 +1,7 @@
 // nixlAgentConfig and nixlXferTelemetry (agent.hpp's py_config and py_telemetry).
 
+#include <pybind11/chrono.h>
+
 #include "agent.hpp"
 
 namespace nixl::python {
@@ -32,6 +34,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("pthrDelay", &py_config::pthrDelay)
       .def_readwrite("lthrDelay", &py_config::lthrDelay)
       .def_readwrite("etcdWatchTimeout", &py_config::etcdWatchTimeout)
+      .def_readwrite("xferStallTimeout", &py_config::xferStallTimeout)
       .def_readwrite("listenAddress", &py_config::listenAddress)
       .def_readwrite("metadataSecret", &py_config::metadataSecret);
 

@@ -11,11 +11,11 @@ namespace nixl::python {
 namespace {
 
 /// One Python exception class per negative status, index = -status.
-PyObject* g_exc[13] = {};
+PyObject* g_exc[-static_cast<int>(last_error) + 1] = {};
 
 PyObject* exception_for(status s) {
   const int i = -static_cast<int>(s);
-  if (i >= 1 && i <= 12 && g_exc[i] != nullptr) return g_exc[i];
+  if (i >= 1 && i <= -static_cast<int>(last_error) && g_exc[i] != nullptr) return g_exc[i];
   return g_exc[8] != nullptr ? g_exc[8] : PyExc_RuntimeError;  // unknown
 }
 
@@ -36,6 +36,7 @@ void bind_exceptions(py::module_& m) {
       {"nixlNotFoundError", 4},          {"nixlMismatchError", 5},     {"nixlNotAllowedError", 6},
       {"nixlRepostActiveError", 7},      {"nixlUnknownError", 8},      {"nixlNotSupportedError", 9},
       {"nixlRemoteDisconnectError", 10}, {"nixlCancelledError", 11},   {"nixlNoTelemetryError", 12},
+      {"nixlXferStalledError", 13},
   };
   for (const auto& [name, idx] : excs) {
     const std::string full = std::string("nixl._bindings.") + name;

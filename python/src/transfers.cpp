@@ -3,6 +3,7 @@
 // facade's objects, which it owns until they are released or the agent goes).
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -116,6 +117,28 @@ status py_agent::xfer_status(std::uintptr_t h) {
   return check(s, "getXferStatus");
 }
 
+namespace {
+
+/// Seconds from Python as a wait's timeout: negative (None) waits without a deadline.
+std::chrono::nanoseconds timeout_of(double seconds) {
+  if (std::isnan(seconds)) throw std::invalid_argument("timeout must be a number of seconds");
+  if (seconds < 0 || seconds > 1e9) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+}
+
+}  // namespace
+
+status py_agent::wait_xfer(std::uintptr_t h, double timeout_s) {
+  const auto t = timeout_of(timeout_s);
+  auto r = req(h);
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = r->req.wait(t);
+  }
+  return check(s, "waitXferReq");
+}
+
 void py_agent::release_req(std::uintptr_t h) {
   auto r = req(h);
   status s;
@@ -163,13 +186,10 @@ py::tuple py_agent::estimate(std::uintptr_t h) {
 
 // Notifications
 
-py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
-  auto o = options(bs);
-  notif_map m;
-  {
-    py::gil_scoped_release rel;
-    get().notifications(m, o);
-  }
+namespace {
+
+/// Appends `m` to the dict `d` (name -> list of bytes), as NIXL's getNotifs does.
+py::dict append_notifs(py::dict d, notif_map& m) {
   for (auto& [k, v] : m) {
     auto key = py::reinterpret_steal<py::object>(
         PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "replace"));
@@ -186,6 +206,30 @@ py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs)
     for (auto& msg : v) lst.append(py::bytes(msg));
   }
   return d;
+}
+
+}  // namespace
+
+py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
+  auto o = options(bs);
+  notif_map m;
+  {
+    py::gil_scoped_release rel;
+    get().notifications(m, o);
+  }
+  return append_notifs(std::move(d), m);
+}
+
+py::dict py_agent::wait_notifs(py::dict d, const std::vector<std::uintptr_t>& bs,
+                               double timeout_s) {
+  const auto t = timeout_of(timeout_s);
+  auto o = options(bs);
+  notif_map m;
+  {
+    py::gil_scoped_release rel;
+    get().wait_notifications(m, t, o);
+  }
+  return append_notifs(std::move(d), m);
 }
 
 void py_agent::gen_notif(const std::string& remote, const std::string& msg,
@@ -260,6 +304,18 @@ void bind_transfers(py::class_<py_agent>& c) {
             return static_cast<int>(a.post(h, notif));
           },
           py::arg("req"), py::arg("notif_msg") = std::string())
+      // Waiting without polling (docs/waiting.md): the agent's event fd, and blocking waits that
+      // release the GIL (timeout in seconds; negative: no deadline).
+      .def("eventFd", [](py_agent& a) { return a.get().event_fd(); })
+      .def("drainEvents", [](py_agent& a) { a.get().drain_events(); })
+      .def(
+          "waitXferReq",
+          [](py_agent& a, std::uintptr_t h, double t) {
+            return static_cast<int>(a.wait_xfer(h, t));
+          },
+          py::arg("req"), py::arg("timeout") = -1.0)
+      .def("waitNotifs", &py_agent::wait_notifs, py::arg("notif_map"),
+           py::arg("backends") = no_backends, py::arg("timeout") = -1.0)
       .def(
           "_status",
           [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.xfer_status(h)); },

@@ -51,6 +51,7 @@ agent::agent(const std::string& name, const config& c) {
   cfg.sync = c.sync;
   cfg.capture_telemetry = c.capture_telemetry;
   cfg.progress_delay = c.progress_delay;
+  cfg.xfer_stall_timeout = c.xfer_stall_timeout;
   agent_ = std::make_unique<agent_t>(name, std::move(cfg));
 #if defined(NIXL_HAS_METADATA)
   metadata::config mc;

@@ -55,6 +55,7 @@ TEST_CASE("compat: enum values and strings are NIXL's", "[compat]") {
   STATIC_REQUIRE(NIXL_WRITE == 1);
   STATIC_REQUIRE(NIXL_ERR_NOT_POSTED == -1);
   STATIC_REQUIRE(NIXL_ERR_NO_TELEMETRY == -12);
+  STATIC_REQUIRE(NIXL_ERR_XFER_STALLED == -13);
   STATIC_REQUIRE(sizeof(nixlBasicDesc) == 24);
   STATIC_REQUIRE(default_comm_port == 8888);
   CHECK(nixlEnumStrings::memTypeStr(OBJ_SEG) == "OBJ_SEG");
@@ -62,6 +63,8 @@ TEST_CASE("compat: enum values and strings are NIXL's", "[compat]") {
   CHECK(nixlEnumStrings::xferOpStr(NIXL_READ) == "READ");
   CHECK(nixlEnumStrings::statusStr(NIXL_ERR_REMOTE_DISCONNECT) == "NIXL_ERR_REMOTE_DISCONNECT");
   CHECK(nixlEnumStrings::statusStr(static_cast<nixl_status_t>(-40)) == "BAD_STATUS");
+  CHECK(nixlEnumStrings::statusStr(NIXL_ERR_XFER_STALLED) == "NIXL_ERR_XFER_STALLED");
+  CHECK(nixlEnumStrings::statusStr(static_cast<nixl_status_t>(-14)) == "BAD_STATUS");
   CHECK(default_metadata_label == "metadata");
   CHECK(nixl_null_agent == "NULL_AGENT");
 
@@ -73,6 +76,11 @@ TEST_CASE("compat: enum values and strings are NIXL's", "[compat]") {
   CHECK(c.useProgThread);
   CHECK(c.listenPort == 1234);
   CHECK(c.pthrDelay == 10);
+  CHECK(d.xferStallTimeout.count() == 0);  // off by default
+  CHECK(nixlAgentConfig::kDefaultXferStallTimeout.count() == 0);
+  nixlAgentConfig s(true, false, 0, nixl_thread_sync_t::NIXL_THREAD_SYNC_NONE, 1, 0, 100000, false,
+                    std::chrono::microseconds(5000000), std::chrono::microseconds(250000));
+  CHECK(s.xferStallTimeout == std::chrono::microseconds(250000));
 
   nixl_opt_args_t args;
   CHECK(args.port == default_comm_port);
@@ -257,6 +265,75 @@ TEST_CASE("compat: two UCX agents, WRITE and READ with notifications", "[compat]
   REQUIRE(p.a.releaseXferReq(req) == NIXL_SUCCESS);
   CHECK(p.a.deregisterMem(src_reg) == NIXL_SUCCESS);
   CHECK(p.b.deregisterMem(dst_reg) == NIXL_SUCCESS);
+}
+
+TEST_CASE("compat: xferStallTimeout ends a stalled request with NIXL_ERR_XFER_STALLED",
+          "[compat][ucx]") {
+  if (!has_plugin("UCX")) NIXL_SKIP("this build has no UCX backend");
+  // Over tcp a put needs the target's worker; the target has no progress thread and is only
+  // progressed by the calls made on it, so a large WRITE stalls while it is left alone.
+  ::setenv("UCX_TLS", "tcp", 1);
+  struct unset {
+    ~unset() { ::unsetenv("UCX_TLS"); }
+  } restore;
+  nixlAgentConfig ic(true);
+  ic.xferStallTimeout = std::chrono::milliseconds(300);
+  nixlAgent a("initiator", ic), b("target", nixlAgentConfig(false));
+  nixlBackendH *ba = nullptr, *bb = nullptr;
+  REQUIRE(a.createBackend("UCX", {}, ba) == NIXL_SUCCESS);
+  REQUIRE(b.createBackend("UCX", {}, bb) == NIXL_SUCCESS);
+  const std::size_t n = std::size_t{64} << 20;
+  buffer src(n + 4096, 1), dst(n + 4096, 0);
+  auto src_reg = reg_list(DRAM_SEG, {nixlBlobDesc(src.addr(), src.size, 0, "")});
+  auto dst_reg = reg_list(DRAM_SEG, {nixlBlobDesc(dst.addr(), dst.size, 0, "")});
+  REQUIRE(a.registerMem(src_reg) == NIXL_SUCCESS);
+  REQUIRE(b.registerMem(dst_reg) == NIXL_SUCCESS);
+  std::string an, bn;
+  exchange_md(a, b, an, bn);
+  REQUIRE(bn == "target");
+  nixl_notifs_t m;
+  // Polls `r` to its end while the target progresses (getNotifs runs its worker).
+  auto served = [&](nixlXferReqH* r) {
+    nixl_status_t s = a.postXferReq(r);
+    eventually([&] {
+      b.getNotifs(m);
+      if (s == NIXL_IN_PROG) s = a.getXferStatus(r);
+      return s != NIXL_IN_PROG;
+    });
+    return s;
+  };
+  auto tail = xfer_list(DRAM_SEG, {nixlBasicDesc(src.addr() + n, 4096, 0)});
+  auto tail_r = xfer_list(DRAM_SEG, {nixlBasicDesc(dst.addr() + n, 4096, 0)});
+  nixlXferReqH* warm = nullptr;
+  REQUIRE(a.createXferReq(NIXL_WRITE, tail, tail_r, "target", warm) == NIXL_SUCCESS);
+  REQUIRE(served(warm) == NIXL_SUCCESS);  // the lanes are connected
+
+  auto big = xfer_list(DRAM_SEG, {nixlBasicDesc(src.addr(), n, 0)});
+  auto big_r = xfer_list(DRAM_SEG, {nixlBasicDesc(dst.addr(), n, 0)});
+  nixlXferReqH* req = nullptr;
+  REQUIRE(a.createXferReq(NIXL_WRITE, big, big_r, "target", req) == NIXL_SUCCESS);
+  const auto t0 = std::chrono::steady_clock::now();
+  nixl_status_t s = a.postXferReq(req);
+  CHECK(s == NIXL_IN_PROG);
+  s = wait_xfer(a, req, s);
+  CHECK(s == NIXL_ERR_XFER_STALLED);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 300ms);
+  CHECK(a.getXferStatus(req) == NIXL_ERR_XFER_STALLED);  // sticky
+  CHECK(a.postXferReq(req) == NIXL_ERR_XFER_STALLED);    // make a new request
+  CHECK(a.releaseXferReq(req) == NIXL_SUCCESS);
+
+  // A per-request timeout (nixl_opt_args_t::xferStallTimeout) wins over the agent's: off here,
+  // and the target served, so the same WRITE completes.
+  nixl_opt_args_t no_stall;
+  no_stall.xferStallTimeout = std::chrono::microseconds(-1);
+  REQUIRE(a.createXferReq(NIXL_WRITE, big, big_r, "target", req, &no_stall) == NIXL_SUCCESS);
+  CHECK(served(req) == NIXL_SUCCESS);
+  CHECK(dst.holds(1, 0, n));
+  CHECK(a.releaseXferReq(req) == NIXL_SUCCESS);
+  src.fill(2);
+  CHECK(served(warm) == NIXL_SUCCESS);  // the agent keeps serving the peer
+  CHECK(dst.holds(2, n, 4096));
+  CHECK(a.releaseXferReq(warm) == NIXL_SUCCESS);
 }
 
 TEST_CASE("compat: prepared lists and index requests", "[compat][ucx]") {

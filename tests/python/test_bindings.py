@@ -1,5 +1,6 @@
 """nixl._bindings: enums, exceptions, descriptor lists, the codec, the config class."""
 
+import datetime
 import pickle
 
 import numpy as np
@@ -18,6 +19,8 @@ def test_module_constants_and_enums():
     assert (int(nb.NIXL_READ), int(nb.NIXL_WRITE)) == (0, 1)
     assert int(nb.NIXL_IN_PROG) == 1 and int(nb.NIXL_SUCCESS) == 0
     assert int(nb.NIXL_ERR_NOT_SUPPORTED) == -9 and int(nb.NIXL_ERR_NO_TELEMETRY) == -12
+    assert int(nb.NIXL_ERR_XFER_STALLED) == -13
+    assert int(nb.nixl_status_t.NIXL_ERR_XFER_STALLED) == -13
     assert int(nb.NIXL_THREAD_SYNC_STRICT) == 1 and int(nb.NIXL_THREAD_SYNC_RW) == 2
     assert nb.nixl_thread_sync_t.NIXL_THREAD_SYNC_DEFAULT == nb.NIXL_THREAD_SYNC_NONE
     assert int(nb.NIXL_COST_ANALYTICAL_BACKEND) == 0
@@ -28,7 +31,7 @@ def test_module_constants_and_enums():
     ["nixlNotPostedError", "nixlInvalidParamError", "nixlBackendError", "nixlNotFoundError",
      "nixlMismatchError", "nixlNotAllowedError", "nixlRepostActiveError", "nixlUnknownError",
      "nixlNotSupportedError", "nixlRemoteDisconnectError", "nixlCancelledError",
-     "nixlNoTelemetryError"],
+     "nixlNoTelemetryError", "nixlXferStalledError"],
 )
 def test_exception_classes(name):
     cls = getattr(nb, name)
@@ -187,6 +190,23 @@ def test_agent_config_class():
     assert c2.lthrDelay == 1000 and c2.captureTelemetry
     c2.listenPort = 1234
     assert c2.listenPort == 1234
+
+
+def test_agent_config_xfer_stall_timeout():
+    # NIXL's xferStallTimeout: std::chrono::microseconds, a datetime.timedelta in Python; 0: off
+    c = nb.nixlAgentConfig()
+    assert c.xferStallTimeout == datetime.timedelta(0)
+    c.xferStallTimeout = datetime.timedelta(seconds=1, microseconds=250)
+    assert c.xferStallTimeout == datetime.timedelta(microseconds=1000250)
+    c.xferStallTimeout = datetime.timedelta(milliseconds=-3)  # <= 0 is off, and kept as given
+    assert c.xferStallTimeout == datetime.timedelta(milliseconds=-3)
+    a = nb.nixlAgent("stall-config", c)
+    del a
+    import nixl
+    conf = nixl.nixl_agent_config(backends=[], xfer_stall_timeout=datetime.timedelta(seconds=2))
+    assert nixl._api._binding_config(conf).xferStallTimeout == datetime.timedelta(seconds=2)
+    assert nixl._api._binding_config(nixl.nixl_agent_config(backends=[])).xferStallTimeout == (
+        datetime.timedelta(0))
 
 
 def test_raw_agent_errors():

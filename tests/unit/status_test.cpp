@@ -10,16 +10,19 @@ TEST_CASE("status values are NIXL's codes") {
   STATIC_REQUIRE(static_cast<int>(status::success) == 0);
   // the errors count down from -1 in NIXL's order
   constexpr status errors[] = {
-      status::not_posted,        status::invalid_param, status::backend,
-      status::not_found,         status::mismatch,      status::not_allowed,
-      status::repost_active,     status::unknown,       status::not_supported,
-      status::remote_disconnect, status::canceled,      status::no_telemetry};
+      status::not_posted,    status::invalid_param,     status::backend,       status::not_found,
+      status::mismatch,      status::not_allowed,       status::repost_active, status::unknown,
+      status::not_supported, status::remote_disconnect, status::canceled,      status::no_telemetry,
+      status::xfer_stalled};
   for (int i = 0; i < static_cast<int>(std::size(errors)); ++i) {
     INFO(nixl::to_string(errors[i]));
     CHECK(static_cast<int>(errors[i]) == -1 - i);
   }
   CHECK(nixl::to_string(status::not_found) == "NIXL_ERR_NOT_FOUND");
   CHECK(nixl::to_string(status::in_progress) == "NIXL_IN_PROG");
+  CHECK(nixl::to_string(status::xfer_stalled) == "NIXL_ERR_XFER_STALLED");
+  CHECK(nixl::last_error == status::xfer_stalled);
+  CHECK(nixl::to_string(static_cast<status>(-14)) == "NIXL_ERR_UNKNOWN");
   CHECK(nixl::ok(status::in_progress));
   CHECK_FALSE(nixl::ok(status::backend));
 }

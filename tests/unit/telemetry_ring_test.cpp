@@ -74,6 +74,26 @@ struct capture_exporter final : nixl::telemetry_exporter {
   }
 };
 
+/// MEMCPY backends on `a` (delay_polls `delay`) and `b`, `src` and `dst` connected; returns a's
+/// WRITE of all of `src` to `dst`.
+auto connected_write(test_agent& a, test_agent& b, const char* delay, buffer& src, buffer& dst) {
+  a.create_backend<memcpy_backend>({{"delay_polls", delay}});
+  b.create_backend<memcpy_backend>();
+  connect_pair(a, b, src, dst);
+  return a.create_request(xfer_op::write, src.whole(), dst.whole(), b.name());
+}
+
+/// Makes agents created under `env` export to `captured` (cleared), the metrics `filter` only.
+void export_to_captured(env_guard& env, const char* exporter, const char* filter) {
+  nixl::register_telemetry_exporter(exporter, [](std::string_view) {
+    return std::unique_ptr<nixl::telemetry_exporter>(new capture_exporter);
+  });
+  env.set("NIXL_TELEMETRY_EXPORTER", exporter);
+  env.set("NIXL_TELEMETRY_ENABLE", "y");
+  env.set("NIXL_TELEMETRY_ENABLED_METRICS", filter);
+  captured.clear();
+}
+
 }  // namespace
 
 TEST_CASE("telemetry: a C++ agent writes NIXL's ring: registrations, completions, errors") {
@@ -84,11 +104,8 @@ TEST_CASE("telemetry: a C++ agent writes NIXL's ring: registrations, completions
   test_agent a("ring-a", {.capture_telemetry = true}), b("ring-b");
   CHECK(a.telemetry_exporting());
   CHECK_FALSE(b.telemetry_exporting());  // telemetry off for b
-  a.create_backend<memcpy_backend>({{"delay_polls", "2"}});
-  b.create_backend<memcpy_backend>();
   buffer src(1024), dst(1024);
-  connect_pair(a, b, src, dst);
-  auto w = a.create_request(xfer_op::write, src.whole(), dst.whole(), "ring-b");
+  auto w = connected_write(a, b, "2", src, dst);
   CHECK(w.post() == status::in_progress);
   CHECK(wait(w) == status::success);
   CHECK(w.status() == status::success);  // polled again: no second completion
@@ -119,13 +136,7 @@ TEST_CASE("telemetry: a C++ agent writes NIXL's ring: registrations, completions
 
 TEST_CASE("telemetry: exporters by name; an unknown one leaves the agent without") {
   env_guard env;
-  nixl::register_telemetry_exporter("capture_test", [](std::string_view) {
-    return std::unique_ptr<nixl::telemetry_exporter>(new capture_exporter);
-  });
-  env.set("NIXL_TELEMETRY_EXPORTER", "capture_test");
-  env.set("NIXL_TELEMETRY_ENABLE", "y");
-  env.set("NIXL_TELEMETRY_ENABLED_METRICS", "agent_memory_*");
-  captured.clear();
+  export_to_captured(env, "capture_test", "agent_memory_*");
   {
     test_agent a("cap");
     CHECK(a.telemetry_exporting());
@@ -142,4 +153,27 @@ TEST_CASE("telemetry: exporters by name; an unknown one leaves the agent without
   test_agent b("nocap");
   CHECK(b.telemetry_enabled());
   CHECK_FALSE(b.telemetry_exporting());
+}
+
+TEST_CASE("telemetry: a stalled request counts agent_err_xfer_stalled once") {
+  env_guard env;
+  export_to_captured(env, "capture_stall", "agent_err_*");
+  CHECK(nixl::telemetry_event_names[id(telemetry_event::err_xfer_stalled)] ==
+        "agent_err_xfer_stalled");
+  CHECK(nixl::error_event(status::xfer_stalled) == telemetry_event::err_xfer_stalled);
+  nixl::log::set_sink([](nixl::log::level, std::string_view) noexcept {});
+  {
+    nixl::agent_config cfg;
+    cfg.xfer_stall_timeout = std::chrono::milliseconds(10);
+    test_agent a("stall-a", cfg), b("stall-b");
+    buffer src(64), dst(64);
+    auto r = connected_write(a, b, "-1", src, dst);
+    REQUIRE(r.post() == status::in_progress);
+    CHECK(wait(r, std::chrono::seconds(10)) == status::xfer_stalled);
+    CHECK(r.status() == status::xfer_stalled);
+    CHECK(r.post() == status::xfer_stalled);
+  }
+  nixl::log::set_sink(nullptr);
+  CHECK(captured == std::vector<std::pair<std::uint32_t, std::uint64_t>>{
+                        {id(telemetry_event::err_xfer_stalled), 1}});
 }

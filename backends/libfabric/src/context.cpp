@@ -111,7 +111,10 @@ std::shared_ptr<local_life> find_local(std::uint64_t uid, bool& gone) {
 }
 
 engine::engine(const config& cfg, const backend_context& bctx)
-    : cfg_(cfg), agent_name_(bctx.agent_name), provider_(cfg.effective_provider()) {
+    : cfg_(cfg),
+      agent_name_(bctx.agent_name),
+      waker_(bctx.waker),
+      provider_(cfg.effective_provider()) {
   if (agent_name_.size() > max_name_size)
     raise(status::invalid_param, "LIBFABRIC: agent name of {} bytes; at most {}",
           agent_name_.size(), max_name_size);

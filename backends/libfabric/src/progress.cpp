@@ -134,6 +134,7 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
       } catch (...) {
         log::warn("LIBFABRIC: out of memory; a notification from '{}' was dropped", m->sender);
       }
+      if (waker_ != nullptr) waker_->notify();
       break;
     case wire::msg_type::ping: {
       // answer on rail 0 to the address the ping names (checked like connection info)
@@ -273,6 +274,7 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   slots_.for_each([&](op_slot& s) {
     if (s.peer == p && s.state() != phase::idle) uncount(&s);
   });
+  if (waker_ != nullptr) waker_->notify();  // its requests end now
 }
 
 std::size_t engine::progress() noexcept {

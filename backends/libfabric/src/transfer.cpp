@@ -35,7 +35,10 @@ void engine::release_slot(op_slot* s) noexcept {
 void engine::complete(op_slot* s, status st) noexcept {
   const bool ok = s->finish(st);
   uncount(s);
-  if (!ok) reclaim(s);  // orphaned meanwhile
+  if (!ok)
+    reclaim(s);  // orphaned meanwhile
+  else if (waker_ != nullptr)
+    waker_->notify();
 }
 
 void engine::reclaim(op_slot* s) noexcept {

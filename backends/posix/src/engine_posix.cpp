@@ -57,7 +57,7 @@ std::string error_text(int err) {
 
 template <>
 struct engine_of<engine_kind::posix>::state {
-  explicit state(const engine_options& o) : threads_(o.threads) {
+  explicit state(const engine_options& o) : threads_(o.threads), waker_(o.waker) {
     workers_.reserve(threads_);
     for (unsigned i = 0; i < threads_; ++i) workers_.emplace_back([this] { work(); });
   }
@@ -129,10 +129,12 @@ struct engine_of<engine_kind::posix>::state {
       bool idle = b.inflight == 0;
       settle(b);
       if (idle) idle_cv_.notify_all();
+      if (waker_ != nullptr) waker_->notify();
     }
   }
 
   unsigned threads_;
+  nixl::detail::waker* waker_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;

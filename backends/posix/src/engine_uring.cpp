@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <nixl/backends/posix/check.hpp>
+#include <nixl/log.hpp>
 
 #include "engine_of.hpp"
 #include "queue_engine.hpp"
@@ -33,6 +34,10 @@ struct engine_of<engine_kind::uring>::state : queue_engine<engine_of<engine_kind
                         "io_uring_get_probe_ring: kernel lacks IORING_OP_READ/WRITE (needs 5.6); "
                         "use_aio or use_posix");
     }
+    // Completions signal the agent's event fd from the kernel; without it (refused), waits on
+    // this backend's requests still end by re-checking at intervals.
+    if (o.waker != nullptr && io_uring_register_eventfd(&ring_, o.waker->fd()) < 0)
+      log::info("POSIX io_uring: io_uring_register_eventfd refused; waits re-check at intervals");
   }
   ~state() {
     drain();

@@ -50,7 +50,7 @@ detail::engine start_engine(const backend::config& cfg, const nixl::backend_cont
   if (std::find(order.begin(), order.end(), engine_kind::posix) == order.end())
     order.push_back(engine_kind::posix);  // always possible: the last resort
 
-  detail::engine_options o{cfg.queue_depth, cfg.threads};
+  detail::engine_options o{cfg.queue_depth, cfg.threads, ctx.waker};
   std::string why;
   for (auto k : order) {
     if (!detail::engine_built(k)) {

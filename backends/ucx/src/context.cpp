@@ -60,7 +60,7 @@ std::string netdev_mismatch() {
 }  // namespace
 
 engine::engine(const config& cfg, const backend_context& bctx)
-    : cfg_(cfg), agent_name_(bctx.agent_name) {
+    : cfg_(cfg), agent_name_(bctx.agent_name), waker_(bctx.waker) {
   if (cfg_.num_workers == 0 || cfg_.num_workers > config::max_workers)
     raise(status::invalid_param, "UCX: num_workers={}: use a number from 1 to {}", cfg_.num_workers,
           config::max_workers);

@@ -73,6 +73,7 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (!p->failed.exchange(true, std::memory_order_acq_rel))
     log::write(lv, "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
                p->name, why);
+  if (waker_ != nullptr) waker_->notify();  // its requests end now
 }
 
 void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
@@ -100,7 +101,9 @@ ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, s
     self->inbox_.emplace_back(std::move(name), std::move(msg));
   } catch (...) {
     log::error("UCX: out of memory storing a notification; dropped");
+    return UCS_OK;
   }
+  if (self->waker_ != nullptr) self->waker_->notify();
   return UCS_OK;
 }
 

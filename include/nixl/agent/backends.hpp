@@ -51,7 +51,7 @@ B& agent<Backends...>::create_backend(const params& p) {
   if (s.engine)
     raise(status::invalid_param, "create_backend: backend {} already exists in agent '{}'", B::name,
           name_);
-  backend_context ctx{name_, lock_.mode(), cfg_.enable_prog_thread, cfg_.progress_delay};
+  backend_context ctx{name_, lock_.mode(), cfg_.enable_prog_thread, cfg_.progress_delay, &waker_};
   auto engine = std::make_unique<B>(B::config::from_params(p), ctx);
   std::string conn;
   if constexpr (remote_backend<B>) conn = std::string(engine->connection_info());

@@ -6,6 +6,7 @@
 #error "<nixl/agent/notifications.hpp> is a part of <nixl/agent.hpp>: include that instead"
 #endif
 
+#include <chrono>
 #include <string_view>
 
 #include <nixl/detail/resolve.hpp>
@@ -27,6 +28,43 @@ void agent<Backends...>::notifications(notif_map& out, const backend_options& op
   if (!any)
     raise(status::backend, "notifications: no created backend{} of agent '{}' delivers them",
           opt.backends.empty() ? "" : " among those named", name_);
+}
+
+template <class... Backends>
+bool agent<Backends...>::wait_notifications(notif_map& out, std::chrono::nanoseconds timeout,
+                                            const backend_options& opt) {
+  const auto deadline = detail::waker::deadline_after(timeout);
+  const auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& [from, msgs] : out) n += msgs.size();
+    return n;
+  };
+  const std::size_t before = count();
+  notifications(out, opt);  // throws when no backend delivers them
+  if (count() != before) return true;
+  bool polled = false;
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (notifying_backend<B>) {
+      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends)) {
+        if constexpr (waking_backend<B>)
+          polled |= !s.engine->wakes_waiters();
+        else
+          polled = true;
+      }
+    }
+  });
+  waker_.wait_until(
+      [&] {
+        try {
+          if (polled) progress();
+          notifications(out, opt);
+        } catch (...) {
+          return true;  // out of memory: give up waiting, keep what arrived
+        }
+        return count() != before;
+      },
+      deadline, polled);
+  return count() != before;
 }
 
 template <class... Backends>

@@ -105,6 +105,7 @@ void agent<Backends...>::invalidate_remote_metadata(std::string_view remote) {
   }
   it->second->token.valid.store(false, std::memory_order_release);
   peers_.erase(it);
+  waker_.notify();  // waits on its requests end now (not_found)
 }
 
 template <class... Backends>

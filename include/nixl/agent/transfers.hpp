@@ -378,6 +378,7 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
     slot<B>().engine->prepare(req.state_, op, ls, rs, *ps.peer);
   req.engine_ = slot<B>().engine.get();
   req.lock_ = &lock_;
+  req.waker_ = &waker_;
   req.peer_ = std::shared_ptr<detail::peer_token>(st, &st->token);
   req.op_ = op;
   req.telemetry_on_ = telemetry_;
@@ -385,6 +386,8 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
   req.telem_.total_bytes = total;
   req.telem_.desc_count = l.size();  // after merging (prepared lists); create_request resets it
   req.backend_descs_ = l.size();
+  const auto stall = opt.stall_timeout.count() != 0 ? opt.stall_timeout : cfg_.xfer_stall_timeout;
+  req.stall_timeout_ = stall.count() > 0 ? stall : std::chrono::microseconds{0};
   req.pins_ = std::move(pins.first);
   req.more_pins_ = std::move(pins.second);
   // Storage for a notification: reserved only when asked for, so that a request without one

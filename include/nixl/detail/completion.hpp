@@ -105,6 +105,15 @@ class completion {
   std::atomic<int> result_{static_cast<int>(status::success)};
 };
 
+/// Where the request of record `c` stands, without progressing anything: `in_progress` while
+/// busy (`remote_disconnect` when its peer is known dead), else its result; `invalid_param`
+/// without a record. What a backend's `peek` answers (request::wait after a wake-up).
+inline status peek(const completion* c, bool peer_failed) noexcept {
+  if (c == nullptr) return status::invalid_param;
+  if (c->busy()) return peer_failed ? status::remote_disconnect : status::in_progress;
+  return c->result();
+}
+
 /// Records of type `Slot` with stable addresses, created on demand and reused; they live as
 /// long as the pool. `acquire` may allocate; `release` never does and never throws.
 template <class Slot>

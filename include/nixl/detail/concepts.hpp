@@ -15,6 +15,10 @@
 
 namespace nixl {
 
+namespace detail {
+class waker;
+}
+
 /// Lock discipline of an agent (NIXL's `nixl_thread_sync_t`).
 enum class thread_sync : std::uint8_t { none = 0, strict = 1, rw = 2 };
 
@@ -24,6 +28,9 @@ struct backend_context {
   thread_sync sync = thread_sync::none;
   bool progress_thread = false;
   std::chrono::microseconds progress_delay{0};
+  /// The agent's waker (detail/waker.hpp): a backend that finishes requests or queues
+  /// notifications from a thread of its own calls `notify()` on it after each. May be null.
+  detail::waker* waker = nullptr;
 };
 
 namespace detail {
@@ -108,6 +115,22 @@ concept notifying_backend = backend<B> &&
 template <class B>
 concept progressing_backend = backend<B> && requires(B& b) {
   b.progress();
+};
+/// A backend that tells whether it signals the agent's waker for every event that can end its
+/// requests (a progress thread's completions, a peer found dead): when true, request::wait
+/// sleeps on the agent's fd; otherwise it re-checks the request at intervals.
+template <class B>
+concept waking_backend = backend<B> && requires(const B& cb) {
+  { cb.wakes_waiters() }
+  noexcept->std::same_as<bool>;
+};
+/// A backend that can read where a request stands without making progress (what request::wait
+/// evaluates after each wake-up, so that waiting does not take the transport's worker away from
+/// its progress thread).
+template <class B>
+concept peeking_backend = backend<B> && requires(const B& cb, const typename B::request& r) {
+  { cb.peek(r) }
+  noexcept->std::same_as<status>;
 };
 template <class B>
 concept querying_backend = backend<B> && requires(B& b, std::span<const reg_desc> d) {

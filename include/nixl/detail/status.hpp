@@ -29,15 +29,20 @@ enum class status : std::int32_t {
   remote_disconnect = -10,
   canceled = -11,
   no_telemetry = -12,
+  xfer_stalled = -13,  ///< no completion within the request's stall timeout; canceled
 };
 
-/// NIXL's names of the statuses, from `no_telemetry` (-12) up to `in_progress` (1).
+/// The most negative status: error values run without gaps from -1 down to it.
+inline constexpr status last_error = status::xfer_stalled;
+
+/// NIXL's names of the statuses, from `xfer_stalled` (-13) up to `in_progress` (1).
 inline constexpr auto status_names = detail::make_enum_names<status>(
-    {"NIXL_ERR_NO_TELEMETRY", "NIXL_ERR_CANCELED", "NIXL_ERR_REMOTE_DISCONNECT",
-     "NIXL_ERR_NOT_SUPPORTED", "NIXL_ERR_UNKNOWN", "NIXL_ERR_REPOST_ACTIVE", "NIXL_ERR_NOT_ALLOWED",
-     "NIXL_ERR_MISMATCH", "NIXL_ERR_NOT_FOUND", "NIXL_ERR_BACKEND", "NIXL_ERR_INVALID_PARAM",
-     "NIXL_ERR_NOT_POSTED", "NIXL_SUCCESS", "NIXL_IN_PROG"},
-    "NIXL_ERR_UNKNOWN", static_cast<std::int32_t>(status::no_telemetry));
+    {"NIXL_ERR_XFER_STALLED", "NIXL_ERR_NO_TELEMETRY", "NIXL_ERR_CANCELED",
+     "NIXL_ERR_REMOTE_DISCONNECT", "NIXL_ERR_NOT_SUPPORTED", "NIXL_ERR_UNKNOWN",
+     "NIXL_ERR_REPOST_ACTIVE", "NIXL_ERR_NOT_ALLOWED", "NIXL_ERR_MISMATCH", "NIXL_ERR_NOT_FOUND",
+     "NIXL_ERR_BACKEND", "NIXL_ERR_INVALID_PARAM", "NIXL_ERR_NOT_POSTED", "NIXL_SUCCESS",
+     "NIXL_IN_PROG"},
+    "NIXL_ERR_UNKNOWN", static_cast<std::int32_t>(last_error));
 
 /// NIXL's name of a status (`"NIXL_SUCCESS"`, `"NIXL_ERR_NOT_FOUND"`, ...).
 constexpr std::string_view to_string(status s) noexcept {
@@ -46,7 +51,8 @@ constexpr std::string_view to_string(status s) noexcept {
 
 static_assert(to_string(status::success) == "NIXL_SUCCESS" &&
               to_string(status::in_progress) == "NIXL_IN_PROG" &&
-              to_string(status::no_telemetry) == "NIXL_ERR_NO_TELEMETRY");
+              to_string(status::no_telemetry) == "NIXL_ERR_NO_TELEMETRY" &&
+              to_string(status::xfer_stalled) == "NIXL_ERR_XFER_STALLED");
 
 /// True for `success` and `in_progress`, the two states that are not errors.
 constexpr bool ok(status s) noexcept {

@@ -100,7 +100,7 @@ std::string render(const std::vector<series>& agents) {
          [&](const agent_values& m, telemetry_event ev) { return m.totals[idx(ev)]; });
   out += "# TYPE agent_errors_total counter\n";
   for (const auto& a : agents)
-    for (int v = 1; v <= 12; ++v) {
+    for (int v = 1; v <= -static_cast<int>(last_error); ++v) {
       const auto st = static_cast<status>(-v);
       out += fmt::format("agent_errors_total{{{},status=\"{}\"}} {}\n", a.labels, to_string(st),
                          a.values->totals[idx(error_event(st))]);

@@ -40,7 +40,10 @@ namespace {
 constexpr std::uint64_t store_magic = 0x3153504d4c58494eull;  // "NIXLMPS1"
 constexpr std::uint32_t store_schema = 1;
 constexpr std::size_t max_bounds = 32;
-constexpr std::size_t slots = telemetry_event_count;
+// NIXL's store holds the 21 events of telemetry version 4; later events (agent_err_xfer_stalled)
+// are not kept in it.
+constexpr std::size_t slots = 21;
+static_assert(slots <= telemetry_event_count);
 
 /// One agent's store, as NIXL lays it out (6800 bytes; values updated with atomic builtins).
 struct store {

@@ -224,3 +224,33 @@ TEST_CASE("libfabric agents: an agent of this process goes, the other goes on") 
   late.create_backend<nixl::libfabric::backend>(params);
   CHECK(code_of([&] { late.load_remote_metadata(tgt_md); }) == status::remote_disconnect);
 }
+
+TEST_CASE("libfabric agents: request::wait and wait_notifications end with the transfer") {
+  using namespace std::chrono_literals;
+  using clk = std::chrono::steady_clock;
+  LF_EACH_PROVIDER(prov, params);
+  const std::size_t n = 1 << 20;
+  pair p(n, params);
+  CHECK(p.init.get_backend<nixl::libfabric::backend>().wakes_waiters() ==
+        p.init.get_backend<nixl::libfabric::backend>().has_progress_thread());
+  for (int i = 0; i < 5; ++i) {
+    p.ib.fill(static_cast<unsigned>(i + 40));
+    auto r =
+        p.init.create_request(xfer_op::write, blocks(p.ib.addr(), 1, n), blocks(p.tb.addr(), 1, n),
+                              "target", {.notif = fmt::format("waited {}", i)});
+    const status s = r.post();
+    REQUIRE((s == status::success || s == status::in_progress));
+    const auto t0 = clk::now();
+    REQUIRE(r.wait(30s) == status::success);
+    CHECK(clk::now() - t0 < 30s);
+    nixl::notif_map m;
+    REQUIRE(p.tgt.wait_notifications(m, 30s));
+    CHECK(m["initiator"] == std::vector<std::string>{fmt::format("waited {}", i)});
+    CHECK(p.tb.holds(static_cast<unsigned>(i + 40), 0, n, 0));
+  }
+  nixl::notif_map none;
+  const auto t1 = clk::now();
+  CHECK_FALSE(p.tgt.wait_notifications(none, 100ms));
+  CHECK(clk::now() - t1 >= 100ms);
+  CHECK(clk::now() - t1 < 100ms + 500ms);
+}

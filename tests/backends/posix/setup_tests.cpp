@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,6 +24,23 @@
 #include "posix_test_support.hpp"
 
 using namespace posix_test;
+
+namespace {
+
+/// The DRAM sides (`src` to write, `dst` to read into) and the file side of `count` scattered
+/// pieces of `len` bytes in file `fd`.
+auto file_lists(const buffer& src, const buffer& dst, std::size_t count, std::size_t len, int fd) {
+  nixl::xfer_list<nixl::dram_t> from, to;
+  nixl::xfer_list<nixl::file_t> in_file;
+  for (auto pc : scattered(count, len)) {
+    from.push_back({src.addr(pc.mem_off), pc.len, 0});
+    to.push_back({dst.addr(pc.mem_off), pc.len, 0});
+    in_file.push_back({pc.file_off, pc.len, static_cast<std::uint64_t>(fd)});
+  }
+  return std::tuple{from, to, in_file};
+}
+
+}  // namespace
 
 TEST_CASE("posix: setup errors throw with a reason", "[posix]") {
   scratch tmp;
@@ -158,13 +177,7 @@ TEST_CASE("posix: through nixl::agent", "[posix][agent]") {
     ag.register_memory(mem);
     ag.register_memory(files);
 
-    nixl::xfer_list<nixl::dram_t> from, to;
-    nixl::xfer_list<nixl::file_t> in_file;
-    for (auto pc : scattered(count, len)) {
-      from.push_back({src.addr(pc.mem_off), pc.len, 0});
-      to.push_back({dst.addr(pc.mem_off), pc.len, 0});
-      in_file.push_back({pc.file_off, pc.len, static_cast<std::uint64_t>(f.fd)});
-    }
+    auto [from, to, in_file] = file_lists(src, dst, count, len, f.fd);
     auto run = [](auto& req) {
       const auto s = req.post();
       return s == nixl::status::in_progress ? nixl::test::wait(req) : s;
@@ -260,5 +273,37 @@ TEST_CASE("posix: threads share one backend", "[posix]") {
       CHECK(std::memcmp(src[t]->data(), dst[t]->data(), count * len) == 0);
     }
     be.deregister_region(fr);
+  }
+}
+
+TEST_CASE("posix: request::wait ends with a file transfer, on every engine", "[posix][agent]") {
+  using namespace std::chrono_literals;
+  using clk = std::chrono::steady_clock;
+  const std::string e = GENERATE("URING", "AIO", "POSIX");
+  DYNAMIC_SECTION(e) {
+    scratch tmp;
+    nixl::agent<backend> ag("posix-wait");
+    ag.create_backend<backend>(engine_params(e));
+    fd_guard f(::open((tmp / "w").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    const std::size_t count = 256, len = 16384;
+    buffer src(count * len), dst(count * len);
+    src.fill(23);
+    dst.set(std::byte{0});
+    ag.register_memory(nixl::reg_list<nixl::dram_t>{{{src.addr(), src.size(), 0}, ""},
+                                                    {{dst.addr(), dst.size(), 0}, ""}});
+    ag.register_memory(nixl::reg_list<nixl::file_t>{
+        {{0, 0, static_cast<std::uint64_t>(f.fd)}, (tmp / "w").string()}});
+    auto [from, to, in_file] = file_lists(src, dst, count, len, f.fd);
+    (void)ag.event_fd();  // an event loop holds the fd as well: waits still end
+    for (auto op : {nixl::xfer_op::write, nixl::xfer_op::read}) {
+      auto r = ag.create_request(op, op == nixl::xfer_op::write ? from : to, in_file, ag.name());
+      CHECK(r.wait(1ms) == nixl::status::not_posted);
+      const auto s = r.post();
+      REQUIRE((s == nixl::status::success || s == nixl::status::in_progress));
+      const auto t0 = clk::now();
+      CHECK(r.wait(60s) == nixl::status::success);
+      CHECK(clk::now() - t0 < 60s);
+    }
+    CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
   }
 }

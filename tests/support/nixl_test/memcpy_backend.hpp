@@ -1,7 +1,9 @@
 #pragma once
 /// Test double: an in-process backend that moves DRAM with memcpy between agents of one process.
 /// Remote-capable (agents find each other through a process-wide registry), loopback-capable
-/// and notifying. Parameter `delay_polls=N` makes each transfer report `in_progress` N times.
+/// and notifying. Parameter `delay_polls=N` makes each transfer report `in_progress` N times;
+/// `delay_polls=-1` makes it never complete (a stalled transfer), and `cancel_refusals=N` makes
+/// the release of such an in-flight transfer answer `repost_active` N times before it lets go.
 /// Not a product backend.
 
 #include <atomic>
@@ -24,19 +26,25 @@ class memcpy_backend {
   using memory_kinds = kind_list<dram_t>;
 
   struct config {
-    int delay_polls = 0;
+    int delay_polls = 0;  ///< -1: never complete
+    int cancel_refusals = 0;
     static config from_params(const params& p) {
       config c;
-      if (auto it = p.find("delay_polls"); it != p.end()) {
-        try {
-          c.delay_polls = std::stoi(it->second);
-        } catch (...) {
-          raise(status::invalid_param, "MEMCPY: delay_polls='{}' is not a number", it->second);
-        }
-        if (c.delay_polls < 0)
-          raise(status::invalid_param, "MEMCPY: delay_polls={} must be >= 0", c.delay_polls);
-      }
+      c.delay_polls = number(p, "delay_polls", -1);
+      c.cancel_refusals = number(p, "cancel_refusals", 0);
       return c;
+    }
+    static int number(const params& p, const char* key, int least) {
+      auto it = p.find(key);
+      if (it == p.end()) return 0;
+      int v = 0;
+      try {
+        v = std::stoi(it->second);
+      } catch (...) {
+        raise(status::invalid_param, "MEMCPY: {}='{}' is not a number", key, it->second);
+      }
+      if (v < least) raise(status::invalid_param, "MEMCPY: {}={} must be >= {}", key, v, least);
+      return v;
     }
   };
   static params default_params() { return {{"delay_polls", "0"}}; }
@@ -60,7 +68,8 @@ class memcpy_backend {
     std::vector<op> ops;
     xfer_op dir = xfer_op::write;
     const peer* target = nullptr;
-    int polls_left = 0;
+    int polls_left = 0;  ///< -1: never completes
+    int refusals_left = 0;
     bool notify = false;
     std::string_view notif;  // points into the nixl::request's stored message
   };
@@ -98,17 +107,28 @@ class memcpy_backend {
   status post(request& r, notif_arg n) noexcept {
     r.notify = n.has_value();
     if (n) r.notif = *n;
-    if (cfg_.delay_polls > 0) {
+    if (cfg_.delay_polls != 0) {
       r.polls_left = cfg_.delay_polls;
+      r.refusals_left = cfg_.cancel_refusals;
       return status::in_progress;
     }
     return complete(r);
   }
   status check(request& r) noexcept {
+    if (r.polls_left < 0) return status::in_progress;
     if (r.polls_left > 0 && --r.polls_left > 0) return status::in_progress;
     return complete(r);
   }
+  /// Cancels a transfer in flight (counted by cancels()).
   status release(request& r) noexcept {
+    if (r.polls_left != 0) {
+      ++release_calls_;
+      if (r.refusals_left > 0) {
+        --r.refusals_left;
+        return status::repost_active;
+      }
+      ++cancels_;
+    }
     r.polls_left = 0;
     return status::success;
   }
@@ -149,6 +169,9 @@ class memcpy_backend {
   }
 
   int registered() const noexcept { return registered_; }
+  /// Transfers in flight whose release let go of them, and release calls on such transfers.
+  int cancels() const noexcept { return cancels_; }
+  int release_calls() const noexcept { return release_calls_; }
 
  private:
   status complete(request& r) noexcept {
@@ -200,6 +223,8 @@ class memcpy_backend {
   std::string agent_;
   std::string id_;
   int registered_ = 0;
+  int cancels_ = 0;
+  int release_calls_ = 0;
   std::mutex notif_mutex_;
   std::vector<std::pair<std::string, std::string>> inbox_;
 };

@@ -47,8 +47,9 @@ struct config {
   bool capture_telemetry = false;
   std::chrono::microseconds progress_delay{0};  ///< pthrDelay
   std::chrono::microseconds etcd_watch_timeout{5000000};
-  std::string listen_address;   ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
-  std::string metadata_secret;  ///< empty: NIXL_METADATA_SECRET, else none
+  std::chrono::microseconds xfer_stall_timeout{0};  ///< xferStallTimeout; <= 0: off
+  std::string listen_address;                       ///< empty: NIXL_LISTEN_ADDRESS, else 127.0.0.1
+  std::string metadata_secret;                      ///< empty: NIXL_METADATA_SECRET, else none
 };
 
 /// Where a metadata call goes: a peer's listener when `ip` is set, else the central store.

@@ -105,6 +105,10 @@ class backend {
   status post(request& r, notif_arg notif) noexcept;
   /// `success`, `in_progress` or an error (`remote_disconnect` when the peer died).
   status check(request& r) noexcept;
+  /// Where the request stands, without progressing anything (request::wait after a wake-up).
+  status peek(const request& r) const noexcept;
+  /// True when the progress thread finishes requests and signals the agent's waker.
+  bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
   /// Frees the request. One in flight gets `engine::release_grace` (20 ms) to end; then it is
   /// abandoned: no notification goes out and the backend keeps its slot (and the memory
   /// registrations it uses) until libfabric completes it, at the latest until destruction.
@@ -181,6 +185,12 @@ inline status backend::check(request& r) noexcept {
   return s->result();
 }
 
+inline status backend::peek(const request& r) const noexcept {
+  return nixl::detail::peek(r.slot_,
+                            r.peer_ != nullptr && r.peer_->failed.load(std::memory_order_acquire));
+}
+
+static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 
 }  // namespace nixl::libfabric

@@ -199,6 +199,11 @@ class backend {
   status post(request& r, notif_arg notif) noexcept;
   /// `success`, `in_progress` or an error (`remote_disconnect` when the peer died).
   status check(request& r) noexcept;
+  /// Where the request stands, without progressing anything (request::wait after a wake-up).
+  status peek(const request& r) const noexcept;
+  /// True when the progress thread finishes requests and signals the agent's waker: without it
+  /// completions are learnt inside check(), and request::wait re-checks at intervals.
+  bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
   /// Frees the request. A request in flight gets `engine::release_grace` (20 ms) to end; then
   /// it is abandoned (UCX cannot cancel one-sided operations): no notification goes out, its
   /// completion is not reported, and the backend keeps what UCX still uses (the completion
@@ -367,6 +372,12 @@ inline status backend::check(request& r) noexcept {
   return s->result();
 }
 
+inline status backend::peek(const request& r) const noexcept {
+  return nixl::detail::peek(r.slot_,
+                            r.peer_ != nullptr && r.peer_->failed.load(std::memory_order_acquire));
+}
+
+static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::estimating_backend<backend> &&
               nixl::connecting_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));

@@ -28,6 +28,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/unique_fd.hpp>
+#include <nixl/detail/waker.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -270,6 +271,7 @@ class engine {
 
   config cfg_;
   std::string agent_name_;
+  nixl::detail::waker* waker_ = nullptr;  ///< the agent's: signalled on completions, notifications
   std::string provider_;
   std::uint64_t uid_ = 0;
   /// This engine as the other engines of the process see it (null until it is listed there).

@@ -18,6 +18,7 @@
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/enum_names.hpp>
 #include <nixl/detail/status.hpp>
+#include <nixl/detail/waker.hpp>
 
 namespace nixl::posix::detail {
 
@@ -93,6 +94,9 @@ struct io_batch {
 struct engine_options {
   unsigned queue_depth = 256;  // operations in flight per engine (uring, aio)
   unsigned threads = 4;        // worker threads of the posix engine; 0 = inline in submit
+  /// The agent's waker: signalled by io_uring (a registered eventfd) and by the posix engine's
+  /// workers when an operation ends, so that request::wait sleeps between its re-checks.
+  nixl::detail::waker* waker = nullptr;
 };
 
 // The engines share one surface. `submit`, `poll` and `cancel` never throw and never allocate;

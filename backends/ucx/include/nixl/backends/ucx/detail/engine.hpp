@@ -29,6 +29,7 @@
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
+#include <nixl/detail/waker.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -130,7 +131,10 @@ class engine {
   void release_slot(op_slot* s) noexcept;
   /// Ends `s` with `st`; a slot orphaned meanwhile goes back to the free list instead.
   void complete(op_slot* s, status st) noexcept {
-    if (!s->finish(st)) reclaim(s);
+    if (!s->finish(st))
+      reclaim(s);
+    else if (waker_ != nullptr)
+      waker_->notify();
   }
   /// busy -> orphan: UCX keeps the slot until its last callback. False when it is not busy.
   bool detach(op_slot* s) noexcept;
@@ -248,6 +252,7 @@ class engine {
 
   config cfg_;
   std::string agent_name_;
+  nixl::detail::waker* waker_ = nullptr;  ///< the agent's: signalled on completions, notifications
   std::string notif_prefix_;
   context_handle ctx_;
   std::vector<worker_handle> workers_;

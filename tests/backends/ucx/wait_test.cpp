@@ -1,0 +1,144 @@
+// Waiting without polling over UCX: request::wait, the agent's event fd on a completion and on
+// a notification, and waits that end at their deadline when nothing happens.
+
+#include <poll.h>
+
+#include <chrono>
+#include <string>
+
+#include <nixl/agent.hpp>
+#include <nixl/backends/ucx.hpp>
+
+#include "nixl_test/agent_waits.hpp"
+#include "nixl_test/catch.hpp"
+#include "ucx_support.hpp"
+
+using namespace nixl::test::agent_names;
+using namespace std::chrono_literals;
+using ucx_test::buffer;
+using ucx_agent = nixl::agent<nixl::ucx::backend>;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+// A wait may end late by a few time slices on a busy 2-core machine.
+constexpr auto slack = 500ms;
+
+// Waits (poll(2), deadline in time) until `fd` is readable; true when it is.
+bool readable_within(int fd, std::chrono::milliseconds limit) {
+  const auto deadline = clk::now() + limit;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clk::now());
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<long>(0, left.count())));
+    if (n == 1 && (p.revents & POLLIN) != 0) return true;
+    if (clk::now() >= deadline) return false;
+  }
+}
+
+struct wait_pair {
+  buffer ib, tb;
+  ucx_agent init, tgt;
+  /// `thread`: the initiator's progress thread; `target_thread`: the target's.
+  wait_pair(std::size_t n, bool thread, bool target_thread = true)
+      : ib(n),
+        tb(n),
+        init("initiator", {.enable_prog_thread = thread}),
+        // By default the target progresses itself, as a peer process does: without that, UCX
+        // builds whose protocols need the target's worker (1.13's) never finish a request.
+        tgt("target", {.enable_prog_thread = target_thread}) {
+    init.create_backend<nixl::ucx::backend>();
+    tgt.create_backend<nixl::ucx::backend>();
+    init.register_memory(nixl::reg_list<nixl::dram_t>{{{ib.addr(), ib.size(), 0}, ""}});
+    tgt.register_memory(nixl::reg_list<nixl::dram_t>{{{tb.addr(), tb.size(), 0}, ""}});
+    init.load_remote_metadata(tgt.local_metadata());
+    tgt.load_remote_metadata(init.local_metadata());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ucx wait: request::wait ends with the transfer, progress thread or not") {
+  const bool thread = GENERATE(true, false);
+  CAPTURE(thread);
+  wait_pair p(std::size_t{8} << 20, thread);
+  CHECK(p.init.get_backend<nixl::ucx::backend>().wakes_waiters() == thread);
+  const std::size_t count = GENERATE(std::size_t{1}, std::size_t{512});
+  const std::size_t size = (std::size_t{8} << 20) / count;
+  p.ib.fill(static_cast<unsigned>(count));
+  auto r = p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(), count, size),
+                                 nixl::test::blocks(p.tb.addr(), count, size), "target",
+                                 {.notif = "waited"});
+  CHECK(r.wait(1ms) == status::not_posted);
+  for (int round = 0; round < 3; ++round) {
+    const status s = r.post();
+    REQUIRE((s == status::success || s == status::in_progress));
+    const auto t0 = clk::now();
+    REQUIRE(r.wait(30s) == status::success);
+    CHECK(clk::now() - t0 < 30s);
+    CHECK(p.tb.holds(static_cast<unsigned>(count)));
+  }
+  nixl::notif_map got;
+  const auto deadline = clk::now() + 30s;
+  while (got["initiator"].size() < 3 && clk::now() < deadline) p.tgt.wait_notifications(got, 1s);
+  CHECK(got["initiator"] == std::vector<std::string>(3, "waited"));
+}
+
+TEST_CASE("ucx wait: the event fd turns readable on a completion and on a notification") {
+  wait_pair p(1 << 20, true);
+  const int ifd = p.init.event_fd();
+  const int tfd = p.tgt.event_fd();
+  REQUIRE(ifd >= 0);
+  REQUIRE(tfd >= 0);
+  REQUIRE(ifd != tfd);  // one per agent
+  p.init.drain_events();
+  p.tgt.drain_events();
+  p.ib.fill(3);
+  auto r =
+      p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(), 1, 1 << 20),
+                            nixl::test::blocks(p.tb.addr(), 1, 1 << 20), "target", {.notif = "fd"});
+  const status s = r.post();
+  REQUIRE((s == status::success || s == status::in_progress));
+  // the completion signals the initiator's fd (inline or from the progress thread)
+  CHECK(readable_within(ifd, 30s));
+  p.init.drain_events();
+  const auto t0 = clk::now();
+  CHECK(r.wait(30s) == status::success);
+  CHECK(clk::now() - t0 < 30s);
+  // the notification signals the target's fd, after the data
+  REQUIRE(readable_within(tfd, 30s));
+  p.tgt.drain_events();
+  auto m = p.tgt.notifications();
+  if (m["initiator"].empty()) {  // drained before the inbox was read: it is there by now
+    REQUIRE(p.tgt.wait_notifications(m, 30s));
+  }
+  CHECK(m["initiator"] == std::vector<std::string>{"fd"});
+  CHECK(p.tb.holds(3));
+  // a standalone notification signals it too
+  p.init.notify("target", "standalone");
+  CHECK(readable_within(tfd, 30s));
+  p.tgt.drain_events();
+  nixl::notif_map m2;
+  REQUIRE(p.tgt.wait_notifications(m2, 30s));
+  CHECK(m2["initiator"] == std::vector<std::string>{"standalone"});
+}
+
+TEST_CASE("ucx wait: waits end at their deadline when nothing happens") {
+  const bool thread = GENERATE(true, false);
+  CAPTURE(thread);
+  wait_pair p(4096, thread, thread);
+  nixl::notif_map m;
+  for (auto timeout : {0ms, 30ms, 200ms}) {
+    const auto t0 = clk::now();
+    CHECK_FALSE(p.tgt.wait_notifications(m, timeout));
+    const auto took = clk::now() - t0;
+    CHECK(took >= timeout);
+    CHECK(took < timeout + slack);
+  }
+  CHECK(m.empty());
+  // nothing comes through the fd either
+  const int fd = p.tgt.event_fd();
+  p.tgt.drain_events();
+  pollfd pf{fd, POLLIN, 0};
+  CHECK(::poll(&pf, 1, 50) == 0);
+}

@@ -1,0 +1,105 @@
+"""Waiting without polling: the agent's event fd, asyncio awaits and blocking waits (UCX)."""
+
+import asyncio
+import select
+import time
+
+import numpy as np
+import pytest
+
+from nixl._api import nixl_agent
+
+from conftest import needs_ucx
+
+N = 1 << 20
+SLACK = 0.5  # a wait may end late by a few time slices on a busy 2-core machine
+
+
+@pytest.fixture
+def pair(unique_name):
+    ini = nixl_agent(unique_name("wini"))
+    tgt = nixl_agent(unique_name("wtgt"))
+    src = np.arange(N, dtype=np.uint64).astype(np.uint8)
+    dst = np.zeros(N, dtype=np.uint8)
+    ini_reg = ini.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    tgt_reg = tgt.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    ini.add_remote_agent(tgt.get_agent_metadata())
+    tgt.add_remote_agent(ini.get_agent_metadata())
+    yield ini, tgt, src, dst, ini_reg, tgt_reg
+    ini.deregister_memory(ini_reg)
+    tgt.deregister_memory(tgt_reg)
+
+
+@needs_ucx
+def test_event_fd_is_a_readable_fd(pair):
+    ini, tgt, src, dst, ini_reg, tgt_reg = pair
+    fd = ini.event_fd()
+    assert isinstance(fd, int) and fd >= 0 and ini.fileno() == fd
+    assert tgt.event_fd() != fd
+    ini.drain_events()
+    tgt.drain_events()
+    h = ini.initialize_xfer("WRITE", ini_reg.trim(), tgt_reg.trim(), tgt.name, b"fd-tag")
+    assert ini.transfer(h) in ("DONE", "PROC")
+    r, _, _ = select.select([fd], [], [], 30.0)
+    assert r == [fd]  # the completion signalled it
+    assert ini.wait_xfer_blocking(h, timeout=30.0) == "DONE"
+    r, _, _ = select.select([tgt.fileno()], [], [], 30.0)
+    assert r == [tgt.fileno()]  # and the notification the target's
+    got = tgt.wait_notifs_blocking(timeout=30.0)
+    assert got == {ini.name: [b"fd-tag"]}
+    assert np.array_equal(src, dst)
+    h.release()
+
+
+@needs_ucx
+def test_blocking_waits_end_at_their_deadline(pair):
+    ini, tgt, *_ = pair
+    t0 = time.monotonic()
+    assert tgt.wait_notifs_blocking(timeout=0.1) == {}
+    took = time.monotonic() - t0
+    assert 0.1 <= took < 0.1 + SLACK
+
+
+@needs_ucx
+def test_asyncio_awaits_a_transfer_and_a_notification(pair):
+    ini, tgt, src, dst, ini_reg, tgt_reg = pair
+
+    async def main():
+        h = ini.initialize_xfer("WRITE", ini_reg.trim(), tgt_reg.trim(), tgt.name, b"aio-1")
+        notif = asyncio.ensure_future(tgt.wait_notifs(timeout=30.0))
+        assert ini.transfer(h) in ("DONE", "PROC")
+        state = await ini.wait_xfer(h, timeout=30.0)
+        got = await notif
+        h.release()
+        return state, got
+
+    state, got = asyncio.run(main())
+    assert state == "DONE"
+    assert got == {ini.name: [b"aio-1"]}
+    assert np.array_equal(src, dst)
+
+
+@needs_ucx
+def test_asyncio_waits_end_at_their_deadline_and_the_loop_stays_free(pair):
+    ini, tgt, *_ = pair
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        t = asyncio.ensure_future(ticker())
+        t0 = time.monotonic()
+        got = await tgt.wait_notifs(timeout=0.2)
+        took = time.monotonic() - t0
+        t.cancel()
+        return got, took, ticks
+
+    got, took, ticks = asyncio.run(main())
+    assert got == {}
+    assert 0.2 <= took < 0.2 + SLACK
+    assert ticks >= 2  # the wait did not block the event loop

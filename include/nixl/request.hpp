@@ -83,11 +83,10 @@ class request {
       }
       checked_epoch_ = e;
     }
-    if (stall_timeout_.count() > 0 || telemetry_on_) [[unlikely]] {
-      const auto now = std::chrono::steady_clock::now();
-      posted_at_ = now;  // just before the backend's post: a refused repost does not move it
-      telem_.start = now;
-    }
+    // The post's time, for telemetry and the stall timeout: just before the backend's post,
+    // so that a refused repost does not move it.
+    if (stall_timeout_.count() > 0 || telemetry_on_) [[unlikely]]
+      telem_.start = std::chrono::steady_clock::now();
     status_ = engine_->post(state_, has_notif_ ? notif_arg{notif_} : notif_arg{});
     after(true);
     return status_;
@@ -170,7 +169,7 @@ class request {
         auto until = deadline;
         if (stall_timeout_.count() > 0)
           until = std::min(until, std::chrono::time_point_cast<detail::waker::clock::duration>(
-                                      posted_at_ + stall_timeout_));
+                                      telem_.start + stall_timeout_));
         const bool ended = waker_->wait_until(
             [&] {
               return !peer_->valid.load(std::memory_order_acquire) ||
@@ -240,7 +239,7 @@ class request {
   /// through the backend's release and reports `xfer_stalled` when the backend has let go.
   void check_stall() noexcept {
     const auto now = std::chrono::steady_clock::now();
-    if (now - posted_at_ <= stall_timeout_) return;
+    if (now - telem_.start <= stall_timeout_) return;
     // Release cancels what the backend can; repost_active: something still runs that it
     // could not take back yet, so the request stays in progress and the next poll asks again.
     canceling_ = true;
@@ -250,7 +249,7 @@ class request {
         "request to '{}' on {}: not complete {} us after its post (stall timeout {} us); "
         "canceled, {}",
         peer_->name, B::name,
-        std::chrono::duration_cast<std::chrono::microseconds>(now - posted_at_).count(),
+        std::chrono::duration_cast<std::chrono::microseconds>(now - telem_.start).count(),
         stall_timeout_.count(), nixl::status::xfer_stalled);
     engine_ = nullptr;
     pins_.reset();
@@ -282,7 +281,6 @@ class request {
     telem_ = o.telem_;
     backend_descs_ = o.backend_descs_;
     stall_timeout_ = o.stall_timeout_;
-    posted_at_ = o.posted_at_;
     canceling_ = std::exchange(o.canceling_, false);
     waker_ = o.waker_;
   }
@@ -306,8 +304,7 @@ class request {
   xfer_telemetry telem_{};
   std::size_t backend_descs_ = 0;
   std::chrono::microseconds stall_timeout_{0};  ///< 0: no stall check
-  std::chrono::steady_clock::time_point posted_at_{};
-  detail::waker* waker_ = nullptr;  ///< the agent's, for wait()
+  detail::waker* waker_ = nullptr;              ///< the agent's, for wait()
 };
 
 }  // namespace nixl

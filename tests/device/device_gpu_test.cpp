@@ -169,6 +169,16 @@ struct agents {
     if (!(cond)) NIXL_SKIP((ag).why); \
   } while (0)
 
+/// The start of a case run for each backend and each level: the GPU or a skip, then NIXL's
+/// fixture `ag` with that backend (or a skip) and `lvl` the level.
+#define NIXL_CASE_PER_BACKEND_AND_LEVEL(ag, lvl)                       \
+  NEED_GPU();                                                          \
+  const std::string backend_ = GENERATE("CUDA", "UCX");                \
+  const auto lvl = GENERATE(level::thread, level::warp, level::block); \
+  INFO(backend_ << " " << k::level_name(lvl));                         \
+  agents ag(backend_);                                                 \
+  SETUP_OR_SKIP(ag.ok, ag)
+
 /// NIXL's test kernel at level `l`; its error (0: none).
 int run_put(level l, k::elem src, k::elem dst, size_t size, int iters) {
   return k::put(l, src, dst, size, iters);
@@ -183,12 +193,7 @@ std::vector<void*> get_ptrs(nixlMemViewH mvh, size_t n) {
 }  // namespace
 
 TEST_CASE("device: SingleWorkerPut, 4 KiB x1000 at each level", "[device][gpu]") {
-  NEED_GPU();
-  const std::string backend = GENERATE("CUDA", "UCX");
-  const auto level = GENERATE(level::thread, level::warp, level::block);
-  INFO(backend << " " << k::level_name(level));
-  agents ag(backend);
-  SETUP_OR_SKIP(ag.ok, ag);
+  NIXL_CASE_PER_BACKEND_AND_LEVEL(ag, level);
   vbuf src(kib4), dst(kib4);
   src.fill32(0);
   const uint32_t mark = 0xDEADBEEF;
@@ -204,12 +209,7 @@ TEST_CASE("device: SingleWorkerPut, 4 KiB x1000 at each level", "[device][gpu]")
 }
 
 TEST_CASE("device: MultipleWorkersPut, 32 worker-bound views", "[device][gpu]") {
-  NEED_GPU();
-  const std::string backend = GENERATE("CUDA", "UCX");
-  const auto level = GENERATE(level::thread, level::warp, level::block);
-  INFO(backend << " " << k::level_name(level));
-  agents ag(backend);
-  SETUP_OR_SKIP(ag.ok, ag);
+  NIXL_CASE_PER_BACKEND_AND_LEVEL(ag, level);
   constexpr int workers = 32;
   std::vector<std::unique_ptr<vbuf>> srcs, dsts;
   for (int w = 0; w < workers; ++w) {
@@ -239,12 +239,7 @@ TEST_CASE("device: MultipleWorkersPut, 32 worker-bound views", "[device][gpu]") 
 }
 
 TEST_CASE("device: SingleWorkerPutGap, a NULL_AGENT placeholder and nixlGetPtr", "[device][gpu]") {
-  NEED_GPU();
-  const std::string backend = GENERATE("CUDA", "UCX");
-  const auto level = GENERATE(level::thread, level::warp, level::block);
-  INFO(backend << " " << k::level_name(level));
-  agents ag(backend);
-  SETUP_OR_SKIP(ag.ok, ag);
+  NIXL_CASE_PER_BACKEND_AND_LEVEL(ag, level);
   vbuf src(kib4), dst(kib4);
   src.fill32(0xDEADBEEF);
   SETUP_OR_SKIP(ag.reg(ag.a0, src) && ag.reg(ag.a1, dst), ag);

@@ -107,6 +107,10 @@ class nixlAgent {
 
   // Notifications
   nixl_status_t getNotifs(nixl_notifs_t& notif_map, const nixl_opt_args_t* extra_params = nullptr);
+  /// nixl-cpp's own: appends the abort notices that arrived (per initiator, the notification
+  /// messages of its transfers that ended without success; docs/error-model.md).
+  nixl_status_t getAbortedNotifs(nixl_notifs_t& notif_map,
+                                 const nixl_opt_args_t* extra_params = nullptr);
   nixl_status_t genNotif(const std::string& remote_agent, const nixl_blob_t& msg,
                          const nixl_opt_args_t* extra_params = nullptr) const;
 

@@ -217,6 +217,13 @@ nixl_status_t nixlAgent::getNotifs(nixl_notifs_t& notif_map, const nixl_opt_args
                  [&] { data->agent().notifications(notif_map, data->options(extra_params)); });
 }
 
+nixl_status_t nixlAgent::getAbortedNotifs(nixl_notifs_t& notif_map,
+                                          const nixl_opt_args_t* extra_params) {
+  return guarded("getAbortedNotifs", [&] {
+    data->agent().aborted_notifications(notif_map, data->options(extra_params));
+  });
+}
+
 nixl_status_t nixlAgent::genNotif(const std::string& remote_agent, const nixl_blob_t& msg,
                                   const nixl_opt_args_t* extra_params) const {
   return guarded("genNotif",

@@ -207,6 +207,21 @@ class agent {
   /// doubling to 1 ms (docs/waiting.md). Throws what notifications() throws.
   bool wait_notifications(notif_map& out, std::chrono::nanoseconds timeout,
                           const backend_options& opt = {});
+  /// Appends the abort notices that arrived, per sender agent: the notification messages of
+  /// requests that ended on their initiator without success (an error, a release or a stall
+  /// timeout while in flight), so that a target waiting for one of them can give up at once.
+  /// No notice is also a notification, and no bytes of its request land after it arrives.
+  /// Sent by UCX and LIBFABRIC (docs/error-model.md, "Abort notices"); empty for the others.
+  void aborted_notifications(notif_map& out, const backend_options& opt = {});
+  notif_map aborted_notifications() {
+    notif_map m;
+    aborted_notifications(m);
+    return m;
+  }
+  /// wait_notifications that also ends when an abort notice arrives: appends notifications to
+  /// `out` and abort notices to `aborts`, and returns true when either received something.
+  bool wait_notifications(notif_map& out, notif_map& aborts, std::chrono::nanoseconds timeout,
+                          const backend_options& opt = {});
 
   // Waiting without polling (docs/waiting.md)
 
@@ -315,6 +330,10 @@ class agent {
   backend_slot<B>& slot() const noexcept {
     return const_cast<backend_slot<B>&>(std::get<backend_slot<B>>(slots_));
   }
+
+  // Notifications: both waits (`aborts` null: notifications only)
+  bool wait_for_notifications(notif_map& out, notif_map* aborts, std::chrono::nanoseconds timeout,
+                              const backend_options& opt);
 
   // Registration
   template <class B>

@@ -31,6 +31,7 @@ struct peer_token {
   bool self = false;
   std::atomic<bool> valid{true};
   std::atomic<bool> disconnected{false};
+  std::atomic<bool> restarted{false};  ///< replaced by a new incarnation under its name
 };
 }  // namespace detail
 
@@ -60,9 +61,9 @@ class request {
 
   /// Starts (or restarts) the transfer with the notification given at creation or last post.
   /// Returns `success` when done inline, `in_progress`, or an error: `repost_active` while the
-  /// previous post is still running, `not_found` when the peer was invalidated or reloaded or
-  /// when memory it points into was deregistered, `xfer_stalled` for a request that stalled
-  /// (it holds no backend state any longer: make a new request).
+  /// previous post is still running, `not_found` when the peer was invalidated or when memory
+  /// it points into was deregistered, `remote_disconnect` when it restarted, `xfer_stalled` for a
+  /// request that stalled (it holds no backend state any longer: make a new request).
   nixl::status post() noexcept {
     if (engine_ == nullptr)
       return status_ == nixl::status::xfer_stalled ? status_ : nixl::status::invalid_param;
@@ -72,8 +73,7 @@ class request {
       status_ = engine_->check(state_);
       if (status_ == nixl::status::in_progress) return count(nixl::status::repost_active);
     }
-    if (!peer_->valid.load(std::memory_order_acquire))
-      return count(status_ = nixl::status::not_found);
+    if (!peer_->valid.load(std::memory_order_acquire)) return count(status_ = gone());
     if (const auto e = detail::retire_epoch().load(std::memory_order_acquire); e != checked_epoch_)
         [[unlikely]] {
       if ((pins_ && pins_->stale()) || (more_pins_ && more_pins_->stale())) {
@@ -119,8 +119,7 @@ class request {
   nixl::status status() noexcept {
     if (status_ != nixl::status::in_progress) return status_;
     auto g = lock_->shared();
-    if (!peer_->valid.load(std::memory_order_acquire))
-      return count(status_ = nixl::status::not_found);
+    if (!peer_->valid.load(std::memory_order_acquire)) return count(status_ = gone());
     // While a cancel is under way the backend's answer is release's, not check's.
     status_ = canceling_ ? nixl::status::in_progress : engine_->check(state_);
     if (stall_timeout_.count() > 0 && status_ == nixl::status::in_progress) [[unlikely]]
@@ -215,6 +214,13 @@ class request {
  private:
   template <class... Bs>
   friend class agent;
+
+  /// A peer no longer loaded: `remote_disconnect` when it restarted, else `not_found`
+  /// (invalidated, or pruned after its failure was reported).
+  nixl::status gone() const noexcept {
+    return peer_->restarted.load(std::memory_order_acquire) ? nixl::status::remote_disconnect
+                                                            : nixl::status::not_found;
+  }
 
   void after(bool posted) noexcept {
     if (status_ == nixl::status::remote_disconnect) {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import functools
 import threading
+import time
 import weakref
 from enum import Enum
 from typing import Any, Optional, Union
@@ -36,6 +37,26 @@ nixl_backend_handle = int
 _DONE = "DONE"
 _PROC = "PROC"
 _ERR = "ERR"
+
+
+def _take_match(store: dict, remote_agent_name, lookup_tag, tag_is_prefix: bool) -> bool:
+    """Removes and reports the first message of ``remote_agent_name`` in ``store`` that starts
+    with (``tag_is_prefix``) or contains ``lookup_tag``."""
+    name = _as_str(remote_agent_name)
+    tag = lookup_tag.encode() if isinstance(lookup_tag, str) else bytes(lookup_tag)
+    msgs = store.get(name)
+    if not msgs:
+        return False
+    for i, msg in enumerate(msgs):
+        if msg.startswith(tag) if tag_is_prefix else tag in msg:
+            del msgs[i]
+            return True
+    return False
+
+
+def _merge(store: dict, new: dict) -> None:
+    for name, msgs in new.items():
+        store.setdefault(name, []).extend(msgs)
 
 
 class nixl_thread_sync_t(Enum):
@@ -276,6 +297,7 @@ class nixl_agent:
         self._events = _fd_events(self.agent)
         self._leaked_xfer_handles: list[int] = []
         self.notifs: dict[str, list[bytes]] = {}
+        self.aborted_notifs: dict[str, list[bytes]] = {}
         self.backends: dict[str, int] = {}
         self.backend_mems: dict[str, list[str]] = {}
         self.backend_options: dict[str, dict[str, str]] = {}
@@ -621,16 +643,83 @@ class nixl_agent:
         tag_is_prefix: bool = True,
     ) -> bool:
         self.update_notifs(backends)
-        name = _as_str(remote_agent_name)
-        tag = lookup_tag.encode() if isinstance(lookup_tag, str) else bytes(lookup_tag)
-        msgs = self.notifs.get(name)
-        if not msgs:
-            return False
-        for i, msg in enumerate(msgs):
-            if msg.startswith(tag) if tag_is_prefix else tag in msg:
-                del msgs[i]
-                return True
-        return False
+        return _take_match(self.notifs, remote_agent_name, lookup_tag, tag_is_prefix)
+
+    # ---- abort notices (nixl-cpp's own; docs/error-model.md) -----------------------------
+
+    def get_aborted_notifs(self, backends: list[str] = []) -> dict[str, list[bytes]]:  # noqa: B006
+        """The abort notices that arrived since the last call: per initiator, the notification
+        messages of its transfers to this agent that ended without success (an error, a release
+        or a stall timeout while in flight). No notice is also a notification, and nothing of
+        its transfer lands after it arrives. Sent by the UCX and LIBFABRIC backends."""
+        return self.agent.getAbortedNotifs({}, self._handles(backends))
+
+    def update_aborted_notifs(
+        self, backends: list[str] = []  # noqa: B006
+    ) -> dict[str, list[bytes]]:
+        self.aborted_notifs = self.agent.getAbortedNotifs(
+            self.aborted_notifs, self._handles(backends)
+        )
+        return self.aborted_notifs
+
+    def check_remote_xfer_aborted(
+        self,
+        remote_agent_name: Union[str, bytes],
+        lookup_tag: Union[bytes, str],
+        backends: list[str] = [],  # noqa: B006
+        tag_is_prefix: bool = True,
+    ) -> bool:
+        """As ``check_remote_xfer_done``, for abort notices: True (and the notice is consumed)
+        when a transfer of ``remote_agent_name`` whose notification matches ended without
+        success."""
+        self.update_aborted_notifs(backends)
+        return _take_match(self.aborted_notifs, remote_agent_name, lookup_tag, tag_is_prefix)
+
+    def _remote_xfer_state(self, name, tag, backends, tag_is_prefix) -> Optional[str]:
+        if self.check_remote_xfer_done(name, tag, backends, tag_is_prefix):
+            return _DONE
+        if self.check_remote_xfer_aborted(name, tag, backends, tag_is_prefix):
+            return _ERR
+        return None
+
+    def wait_remote_xfer_blocking(
+        self,
+        remote_agent_name: Union[str, bytes],
+        lookup_tag: Union[bytes, str],
+        timeout: Optional[float] = None,
+        backends: list[str] = [],  # noqa: B006
+        tag_is_prefix: bool = True,
+    ) -> str:
+        """Blocks (without the GIL) until the notification of a peer's transfer arrives ("DONE"),
+        or its abort notice ("ERR"), or ``timeout`` seconds pass ("PROC")."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        handles = self._handles(backends)
+        while True:
+            state = self._remote_xfer_state(remote_agent_name, lookup_tag, backends, tag_is_prefix)
+            if state is not None:
+                return state
+            left = -1.0 if deadline is None else deadline - time.monotonic()
+            if deadline is not None and left <= 0:
+                return _PROC
+            notifs, aborts = self.agent.waitNotifsOrAborts(handles, left)
+            _merge(self.notifs, notifs)
+            _merge(self.aborted_notifs, aborts)
+
+    async def wait_remote_xfer(
+        self,
+        remote_agent_name: Union[str, bytes],
+        lookup_tag: Union[bytes, str],
+        timeout: Optional[float] = None,
+        backends: list[str] = [],  # noqa: B006
+        tag_is_prefix: bool = True,
+    ) -> str:
+        """Awaits (asyncio, on the agent's event fd) the notification of a peer's transfer
+        ("DONE") or its abort notice ("ERR"); "PROC" when ``timeout`` seconds passed first."""
+        state = await self._events.until(
+            lambda: self._remote_xfer_state(remote_agent_name, lookup_tag, backends, tag_is_prefix),
+            timeout,
+        )
+        return _PROC if state is None else state
 
     def send_notif(
         self, remote_agent_name: Union[str, bytes], notif_msg: bytes, backend: Optional[str] = None

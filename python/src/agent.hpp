@@ -103,6 +103,10 @@ class py_agent {
   py::dict get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs);
   /// agent::wait_notifications without the GIL, appended to `d` as get_notifs does.
   py::dict wait_notifs(py::dict d, const std::vector<std::uintptr_t>& bs, double timeout_s);
+  /// agent::aborted_notifications, appended to `d` as get_notifs does.
+  py::dict get_aborts(py::dict d, const std::vector<std::uintptr_t>& bs);
+  /// agent::wait_notifications(out, aborts, ...) without the GIL: (notifications, notices).
+  py::tuple wait_notifs_or_aborts(const std::vector<std::uintptr_t>& bs, double timeout_s);
   void gen_notif(const std::string& remote, const std::string& msg,
                  const std::vector<std::uintptr_t>& bs);
 

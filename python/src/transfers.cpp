@@ -232,6 +232,27 @@ py::dict py_agent::wait_notifs(py::dict d, const std::vector<std::uintptr_t>& bs
   return append_notifs(std::move(d), m);
 }
 
+py::dict py_agent::get_aborts(py::dict d, const std::vector<std::uintptr_t>& bs) {
+  auto o = options(bs);
+  notif_map m;
+  {
+    py::gil_scoped_release rel;
+    get().aborted_notifications(m, o);
+  }
+  return append_notifs(std::move(d), m);
+}
+
+py::tuple py_agent::wait_notifs_or_aborts(const std::vector<std::uintptr_t>& bs, double timeout_s) {
+  const auto t = timeout_of(timeout_s);
+  auto o = options(bs);
+  notif_map n, a;
+  {
+    py::gil_scoped_release rel;
+    get().wait_notifications(n, a, t, o);
+  }
+  return py::make_tuple(append_notifs(py::dict(), n), append_notifs(py::dict(), a));
+}
+
 void py_agent::gen_notif(const std::string& remote, const std::string& msg,
                          const std::vector<std::uintptr_t>& bs) {
   auto o = options(bs);
@@ -315,6 +336,11 @@ void bind_transfers(py::class_<py_agent>& c) {
           },
           py::arg("req"), py::arg("timeout") = -1.0)
       .def("waitNotifs", &py_agent::wait_notifs, py::arg("notif_map"),
+           py::arg("backends") = no_backends, py::arg("timeout") = -1.0)
+      // Abort notices (docs/error-model.md): nixl-cpp's own, beside NIXL's calls.
+      .def("getAbortedNotifs", &py_agent::get_aborts, py::arg("notif_map"),
+           py::arg("backends") = no_backends)
+      .def("waitNotifsOrAborts", &py_agent::wait_notifs_or_aborts,
            py::arg("backends") = no_backends, py::arg("timeout") = -1.0)
       .def(
           "_status",

@@ -391,6 +391,10 @@ static void test_agents(void) {
   CHECK(nixl_capi_notif_map_get_notifs_size(map, "nobody", &n) == NIXL_CAPI_ERROR_INVALID_PARAM);
   CHECK(nixl_capi_notif_map_clear(map) == NIXL_CAPI_SUCCESS);
   CHECK(nixl_capi_notif_map_size(map, &n) == NIXL_CAPI_SUCCESS && n == 0);
+  /* A completed transfer sends its notification and no abort notice. */
+  CHECK(nixl_capi_get_aborted_notifs(tgt, map, NULL) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_notif_map_size(map, &n) == NIXL_CAPI_SUCCESS && n == 0);
+  CHECK(nixl_capi_get_aborted_notifs(NULL, map, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
 
   /* Binary-safe standalone notification back. */
   CHECK(nixl_capi_gen_notif(tgt, "c-init", "a\0b", 3, NULL) == NIXL_CAPI_SUCCESS);

@@ -311,7 +311,10 @@ TEST_CASE("compat: xferStallTimeout ends a stalled request with NIXL_ERR_XFER_ST
   auto big = xfer_list(DRAM_SEG, {nixlBasicDesc(src.addr(), n, 0)});
   auto big_r = xfer_list(DRAM_SEG, {nixlBasicDesc(dst.addr(), n, 0)});
   nixlXferReqH* req = nullptr;
-  REQUIRE(a.createXferReq(NIXL_WRITE, big, big_r, "target", req) == NIXL_SUCCESS);
+  nixl_opt_args_t with_notif;
+  with_notif.notifMsg = "kv-5";
+  with_notif.hasNotif = true;
+  REQUIRE(a.createXferReq(NIXL_WRITE, big, big_r, "target", req, &with_notif) == NIXL_SUCCESS);
   const auto t0 = std::chrono::steady_clock::now();
   nixl_status_t s = a.postXferReq(req);
   CHECK(s == NIXL_IN_PROG);
@@ -321,6 +324,15 @@ TEST_CASE("compat: xferStallTimeout ends a stalled request with NIXL_ERR_XFER_ST
   CHECK(a.getXferStatus(req) == NIXL_ERR_XFER_STALLED);  // sticky
   CHECK(a.postXferReq(req) == NIXL_ERR_XFER_STALLED);    // make a new request
   CHECK(a.releaseXferReq(req) == NIXL_SUCCESS);
+  // The target is told once the stalled data is in (its getNotifs progresses it): an abort
+  // notice with the message, not the notification.
+  nixl_notifs_t aborted;
+  eventually([&] {
+    b.getNotifs(m);
+    return b.getAbortedNotifs(aborted) == NIXL_SUCCESS && !aborted.empty();
+  });
+  CHECK(aborted[an] == std::vector<std::string>{"kv-5"});
+  CHECK(m[an].empty());
 
   // A per-request timeout (nixl_opt_args_t::xferStallTimeout) wins over the agent's: off here,
   // and the target served, so the same WRITE completes.

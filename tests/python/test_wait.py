@@ -103,3 +103,58 @@ def test_asyncio_waits_end_at_their_deadline_and_the_loop_stays_free(pair):
     assert got == {}
     assert 0.2 <= took < 0.2 + SLACK
     assert ticks >= 2  # the wait did not block the event loop
+
+
+@needs_ucx
+def test_a_stalled_transfer_sends_an_abort_notice(unique_name, monkeypatch):
+    # Over tcp a put needs the target's worker: a target without a progress thread holds the
+    # transfer until it waits (which progresses it).
+    import datetime
+
+    from nixl._api import nixl_agent_config
+
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    n = 16 << 20
+    ini = nixl_agent(
+        unique_name("aini"),
+        nixl_agent_config(xfer_stall_timeout=datetime.timedelta(milliseconds=200)),
+    )
+    tgt = nixl_agent(unique_name("atgt"), nixl_agent_config(enable_prog_thread=False))
+    src = np.full(n, 7, dtype=np.uint8)
+    dst = np.zeros(n, dtype=np.uint8)
+    ini_reg = ini.register_memory([(src.ctypes.data, n, 0, "")], "DRAM")
+    tgt_reg = tgt.register_memory([(dst.ctypes.data, n, 0, "")], "DRAM")
+    ini.add_remote_agent(tgt.get_agent_metadata())  # the target needs none of the initiator's
+    h = ini.initialize_xfer("WRITE", ini_reg.trim(), tgt_reg.trim(), tgt.name, b"kv-9")
+    assert ini.transfer(h) == "PROC"
+    with pytest.raises(Exception) as stalled:
+        deadline = time.monotonic() + 20
+        while ini.check_xfer_state(h) == "PROC" and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert "stall" in type(stalled.value).__name__.lower()
+    # the target learns it: "ERR" from the wait, never the notification
+    t0 = time.monotonic()
+    assert tgt.wait_remote_xfer_blocking(ini.name, b"kv-9", timeout=20.0) == "ERR"
+    assert time.monotonic() - t0 < 20.0
+    assert not tgt.check_remote_xfer_done(ini.name, b"kv-9")
+    assert tgt.get_aborted_notifs() == {}  # consumed by the wait
+
+    # A transfer that completes: "DONE" through the asyncio wait, no notice.
+    h2 = ini.initialize_xfer("WRITE", ini_reg.trim(), tgt_reg.trim(), tgt.name, b"kv-10")
+
+    async def main():
+        waiting = asyncio.ensure_future(tgt.wait_remote_xfer(ini.name, b"kv-10", timeout=20.0))
+        assert ini.transfer(h2) in ("DONE", "PROC")
+        return await waiting
+
+    assert asyncio.run(main()) == "DONE"
+    assert ini.wait_xfer_blocking(h2, timeout=20.0) == "DONE"
+    assert np.array_equal(src, dst)
+    assert not tgt.check_remote_xfer_aborted(ini.name, b"kv-10")
+    h2.release()
+    h.release()
+    ini.deregister_memory(ini_reg)
+    tgt.deregister_memory(tgt_reg)
+    del h, h2
+    del ini  # first: the initiator's endpoints close while the target still answers
+    del tgt

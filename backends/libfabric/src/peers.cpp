@@ -83,12 +83,7 @@ void engine::notify(peer_state* p, std::string_view msg) {
   if (msg.size() > cfg_.max_notif_size)
     raise(status::invalid_param, "LIBFABRIC notify: {} bytes; the limit is max_notif_size={}",
           msg.size(), cfg_.max_notif_size);
-  nixl::detail::writer w;
-  w.raw(wire::encode_header(wire::msg_type::notif, uid_));
-  w.u16(static_cast<std::uint16_t>(agent_name_.size()));
-  w.raw(agent_name_);
-  w.raw(msg);
-  const std::string bytes = w.take();
+  const std::string bytes = text_message(false, msg);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!may_send(p) || !send_ctrl(p->addr[0], p, p->local.get(), bytes)) {
     if (p->failed.load())
@@ -108,13 +103,21 @@ bool engine::may_send(peer_state* p) noexcept {
   return true;
 }
 
+std::string engine::text_message(bool abort, std::string_view msg) const {
+  nixl::detail::writer w;
+  w.raw(wire::encode_header(abort ? wire::msg_type::abort : wire::msg_type::notif, uid_));
+  w.u16(static_cast<std::uint16_t>(agent_name_.size()));
+  w.raw(agent_name_);
+  w.raw(msg);
+  return w.take();
+}
+
 void engine::take_notifications(notif_map& out) {
-  std::vector<std::pair<std::string, std::string>> got;
-  {
-    std::lock_guard lk(notif_mu_);
-    got.swap(inbox_);
-  }
-  for (auto& [from, msg] : got) out[from].push_back(std::move(msg));
+  inbox_.take(nixl::detail::notif_inbox::kind::notification, out);
+}
+
+void engine::take_aborts(notif_map& out) {
+  inbox_.take(nixl::detail::notif_inbox::kind::abort, out);
 }
 
 }  // namespace detail
@@ -144,6 +147,14 @@ void backend::unload_region(remote_region& r) noexcept {
 
 std::string backend::connection_info() const {
   return eng_->connection_info();
+}
+
+std::uint64_t backend::incarnation(std::span<const std::byte> conn_info) noexcept {
+  try {
+    return detail::wire::parse_conn_info("?", conn_info, config::max_rails).uid;
+  } catch (...) {
+    return 0;
+  }
 }
 
 backend::peer backend::load_peer(std::string_view agent, std::span<const std::byte> conn_info) {
@@ -189,6 +200,10 @@ void backend::notify(peer& p, std::string_view msg) {
 
 void backend::take_notifications(notif_map& out) {
   eng_->take_notifications(out);
+}
+
+void backend::take_aborts(notif_map& out) {
+  eng_->take_aborts(out);
 }
 
 std::vector<std::string> backend::rails() const {

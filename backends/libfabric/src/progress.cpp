@@ -53,7 +53,7 @@ void engine::on_completion(const fi_cq_msg_entry& e) noexcept {
       give_send_buffer(c->index);
       if (rma_flags_ != 0 && c->slot->peer != nullptr)
         c->slot->peer->last_seen_ns.store(now_ns(), std::memory_order_relaxed);
-      complete(c->slot, status::success);
+      complete(c->slot, c->slot->abort ? c->slot->end : status::success);
       break;
     }
     case ctx_kind::ctrl:
@@ -92,7 +92,7 @@ void engine::on_error(const fi_cq_err_entry& e) noexcept {
       give_send_buffer(c->index);
       if (st == status::remote_disconnect && c->slot->peer != nullptr)
         mark_failed(c->slot->peer, fi_strerror(e.err));
-      complete(c->slot, st);
+      complete(c->slot, c->slot->abort ? c->slot->end : st);
       break;
     case ctx_kind::ctrl:
       give_send_buffer(c->index);
@@ -128,14 +128,15 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
   }
   switch (m->type) {
     case wire::msg_type::notif:
-      try {
-        std::lock_guard lk(notif_mu_);
-        inbox_.emplace_back(std::string(m->sender), std::string(m->text));
-      } catch (...) {
-        log::warn("LIBFABRIC: out of memory; a notification from '{}' was dropped", m->sender);
-      }
+    case wire::msg_type::abort: {
+      const bool abort = m->type == wire::msg_type::abort;
+      using kind = nixl::detail::notif_inbox::kind;
+      if (!inbox_.push(abort ? kind::abort : kind::notification, m->sender, m->text))
+        log::warn("LIBFABRIC: out of memory; {} from '{}' was dropped",
+                  abort ? "an abort notice" : "a notification", m->sender);
       if (waker_ != nullptr) waker_->notify();
       break;
+    }
     case wire::msg_type::ping: {
       // answer on rail 0 to the address the ping names (checked like connection info)
       const rail& r0 = *rails_[0];

@@ -67,6 +67,8 @@ status engine::start(op_slot* s) noexcept {
   s->failure.store(0, std::memory_order_relaxed);
   s->next = 0;
   s->notif_due = false;
+  s->abort = false;
+  s->end = status::success;
   s->outstanding.store(1, std::memory_order_relaxed);
   s->hold.store(true, std::memory_order_relaxed);
   s->counted.store(true, std::memory_order_relaxed);
@@ -148,6 +150,7 @@ void engine::pump(op_slot* s) noexcept {
     } else {
       s->notif_due = false;
       finish = *st;
+      if (s->abort && finish != status::in_progress) finish = s->end;  // the notice failed
     }
   }
   const bool all_posted = s->next == s->chunks.size();
@@ -163,11 +166,18 @@ void engine::pump(op_slot* s) noexcept {
 
 void engine::data_done(op_slot* s) noexcept {
   const int f = s->failure.load(std::memory_order_relaxed);
+  const status end = f != 0 ? static_cast<status>(f) : status::canceled;
   if (f != 0 || s->state() == phase::orphan) {
-    complete(s, f != 0 ? static_cast<status>(f) : status::canceled);  // no notification
-    return;
-  }
-  if (!s->has_notif) {
+    // No notification: an abort notice instead (to a peer that lives), now that every write
+    // of it has completed; the slot ends with `end` once the notice is sent.
+    if (!s->has_notif || s->peer->failed.load(std::memory_order_acquire) ||
+        stop_.load(std::memory_order_relaxed)) {
+      complete(s, end);
+      return;
+    }
+    s->abort = true;
+    s->end = end;
+  } else if (!s->has_notif) {
     complete(s, status::success);
     return;
   }
@@ -176,7 +186,7 @@ void engine::data_done(op_slot* s) noexcept {
     s->notif_due = true;
     queue_retry(s);
   } else if (*st != status::in_progress) {
-    complete(s, *st);
+    complete(s, s->abort ? s->end : *st);  // a notice that could not go: the request's end
   }
 }
 
@@ -191,7 +201,8 @@ std::optional<status> engine::post_notif(op_slot* s) noexcept {
   const std::uint32_t magic = wire::msg_magic;
   std::memcpy(buf, &magic, 4);
   buf[4] = std::byte{wire::msg_version};
-  buf[5] = std::byte{static_cast<std::uint8_t>(wire::msg_type::notif)};
+  buf[5] = std::byte{
+      static_cast<std::uint8_t>(s->abort ? wire::msg_type::abort : wire::msg_type::notif)};
   std::memcpy(buf + 6, &uid_, 8);
   const auto nl = static_cast<std::uint16_t>(agent_name_.size());
   std::memcpy(buf + wire::header_size, &nl, 2);

@@ -139,7 +139,8 @@ std::string encode_pong(std::uint64_t uid, std::uint64_t token, std::uint64_t se
   return w.take();
 }
 
-// A notification: header, u16 sender length, sender, then the message to the end.
+// A notification or abort notice: header, u16 sender length, sender, then the message to the
+// end.
 std::optional<message> parse_message(std::string_view data, std::size_t max_name,
                                      std::size_t max_text) noexcept {
   try {
@@ -149,8 +150,9 @@ std::optional<message> parse_message(std::string_view data, std::size_t max_name
     const std::uint8_t t = in.u8("type");
     m.uid = in.u64("sender id");
     switch (t) {
-      case static_cast<std::uint8_t>(msg_type::notif): {
-        m.type = msg_type::notif;
+      case static_cast<std::uint8_t>(msg_type::notif):
+      case static_cast<std::uint8_t>(msg_type::abort): {
+        m.type = static_cast<msg_type>(t);
         const std::uint16_t n = in.u16("sender length");
         if (n > max_name) return std::nullopt;
         m.sender = in.raw("sender", n);

@@ -27,7 +27,8 @@ constexpr std::size_t max_address_size = 1024;
 constexpr std::size_t max_text_size = 256;
 
 /// Message types on rail 0.
-enum class msg_type : std::uint8_t { notif = 1, ping = 2, pong = 3 };
+/// `abort`: an abort notice, in the notification's format (docs/error-model.md).
+enum class msg_type : std::uint8_t { notif = 1, ping = 2, pong = 3, abort = 4 };
 
 /// What a peer's connection info says.
 struct conn_record {
@@ -64,7 +65,7 @@ constexpr std::size_t header_size = 4 + 1 + 1 + 8;
 struct message {
   msg_type type = msg_type::notif;
   std::uint64_t uid = 0;
-  // notif
+  // notif, abort
   std::string_view sender;
   std::string_view text;
   // ping / pong

@@ -121,6 +121,9 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ap.cb = &engine::on_notif;
     ap.arg = this;
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    ap.id = abort_am_id;
+    ap.cb = &engine::on_abort;
+    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
     ap.id = copy_am_id;
     ap.cb = &engine::on_copy;
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));

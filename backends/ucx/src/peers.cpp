@@ -83,38 +83,44 @@ void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
 
 ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, std::size_t len,
                               const ucp_am_recv_param_t* param) noexcept {
-  auto* self = static_cast<engine*>(arg);
+  return static_cast<engine*>(arg)->receive(data, len, param, false);
+}
+
+ucs_status_t engine::on_abort(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                              const ucp_am_recv_param_t* param) noexcept {
+  return static_cast<engine*>(arg)->receive(data, len, param, true);
+}
+
+ucs_status_t engine::receive(const void* data, std::size_t len, const ucp_am_recv_param_t* param,
+                             bool abort) noexcept {
+  const char* what = abort ? "an abort notice" : "a notification";
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
-    log::warn("UCX: dropped a notification sent by rendezvous (not from a NIXL UCX agent)");
+    log::warn("UCX: dropped {} sent by rendezvous (not from a NIXL UCX agent)", what);
     return UCS_OK;
   }
   const auto got = wire::parse_notif(std::string_view(static_cast<const char*>(data), len),
                                      max_name_size, max_notif_size);
   if (!got) {
-    log::warn("UCX: dropped a malformed notification of {} bytes", len);
+    log::warn("UCX: dropped {} of {} bytes: malformed", what, len);
     return UCS_OK;
   }
-  try {
-    std::string name(got->sender);
-    std::string msg(got->message);
-    std::lock_guard lk(self->notif_mu_);
-    self->inbox_.emplace_back(std::move(name), std::move(msg));
-  } catch (...) {
-    log::error("UCX: out of memory storing a notification; dropped");
+  using kind = nixl::detail::notif_inbox::kind;
+  if (!inbox_.push(abort ? kind::abort : kind::notification, got->sender, got->message)) {
+    log::error("UCX: out of memory storing {}; dropped", what);
     return UCS_OK;
   }
-  if (self->waker_ != nullptr) self->waker_->notify();
+  if (waker_ != nullptr) waker_->notify();
   return UCS_OK;
 }
 
 void engine::take_notifications(notif_map& out) {
   if (!thread_.joinable()) progress_all();
-  std::vector<std::pair<std::string, std::string>> got;
-  {
-    std::lock_guard lk(notif_mu_);
-    got.swap(inbox_);
-  }
-  for (auto& [name, msg] : got) out[name].push_back(std::move(msg));
+  inbox_.take(nixl::detail::notif_inbox::kind::notification, out);
+}
+
+void engine::take_aborts(notif_map& out) {
+  if (!thread_.joinable()) progress_all();
+  inbox_.take(nixl::detail::notif_inbox::kind::abort, out);
 }
 
 peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> info) {
@@ -261,6 +267,7 @@ void engine::close_eps(peer_state* p) noexcept {
     wait_all(pending, now_ns() + flush_limit_ns, true);
   }
   const bool dead = p->failed.load(std::memory_order_acquire);
+  p->closing.store(true, std::memory_order_release);  // no abort notice from the callbacks below
   for (std::size_t i = 0; i < p->eps.size(); ++i) {
     ucp_request_param_t cp{};
     cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -372,6 +379,37 @@ void engine::notify(peer_state* p, std::string_view msg) {
   }
 }
 
+void engine::send_abort(peer_state* p, ucp_ep_h ep, std::uint32_t worker, std::string_view msg,
+                        bool prefixed) noexcept {
+  if (p == nullptr || ep == nullptr || p->closing.load(std::memory_order_acquire) ||
+      p->failed.load(std::memory_order_acquire))
+    return;
+  std::unique_ptr<std::string> buf;
+  try {
+    buf = std::make_unique<std::string>(prefixed ? std::string_view{} : notif_prefix_);
+    buf->append(msg);
+  } catch (...) {
+    log::warn("UCX: out of memory; the abort notice to '{}' was not sent", p->name);
+    return;
+  }
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  rp.cb.send = &on_notify_done;
+  rp.user_data = buf.get();
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, abort_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
+  if (UCS_PTR_IS_ERR(r)) {
+    log::debug("UCX: abort notice to '{}' not sent: {}", p->name,
+               ucs_status_string(UCS_PTR_STATUS(r)));
+    return;
+  }
+  if (r != nullptr) {
+    buf.release();  // freed by on_notify_done
+    kick(worker);
+  }
+}
+
 std::string engine::endpoint_info(const peer_state* p) const {
   if (p == nullptr || p->eps.empty()) return {};
   char* buf = nullptr;
@@ -444,6 +482,15 @@ std::string backend::connection_info() const {
   return eng_->connection_info();
 }
 
+std::uint64_t backend::incarnation(std::span<const std::byte> conn_info) noexcept {
+  try {
+    const std::string_view blob(reinterpret_cast<const char*>(conn_info.data()), conn_info.size());
+    return detail::wire::parse_conn_info("?", blob).id.token;
+  } catch (...) {
+    return 0;
+  }
+}
+
 backend::peer backend::load_peer(std::string_view agent, std::span<const std::byte> conn_info) {
   return peer(eng_->load_peer(agent, conn_info));
 }
@@ -473,6 +520,10 @@ void backend::notify(peer& p, std::string_view msg) {
 
 void backend::take_notifications(notif_map& out) {
   eng_->take_notifications(out);
+}
+
+void backend::take_aborts(notif_map& out) {
+  eng_->take_aborts(out);
 }
 
 std::string backend::endpoint_info(const peer& p) const {

@@ -262,6 +262,10 @@ nixl_capi_status_t nixl_capi_destroy_notif_map(nixl_capi_notif_map_t notif_map);
 nixl_capi_status_t nixl_capi_notif_map_clear(nixl_capi_notif_map_t notif_map);
 nixl_capi_status_t nixl_capi_get_notifs(nixl_capi_agent_t agent, nixl_capi_notif_map_t notif_map,
                                         nixl_capi_opt_args_t opt_args);
+/* nixl-cpp's own: appends the abort notices that arrived (docs/error-model.md). */
+nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent_t agent,
+                                                nixl_capi_notif_map_t notif_map,
+                                                nixl_capi_opt_args_t opt_args);
 nixl_capi_status_t nixl_capi_gen_notif(nixl_capi_agent_t agent, const char* remote_agent,
                                        const void* data, size_t len, nixl_capi_opt_args_t opt_args);
 nixl_capi_status_t nixl_capi_notif_map_size(nixl_capi_notif_map_t map, size_t* size);

@@ -882,6 +882,13 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_notifs(nixl_capi_agent_t agent
   return guard([&] { return map(agent->inner->getNotifs(notif_map->map, opt(opt_args))); });
 }
 
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent_t agent,
+                                                                 nixl_capi_notif_map_t notif_map,
+                                                                 nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || notif_map == nullptr) return bad;
+  return guard([&] { return map(agent->inner->getAbortedNotifs(notif_map->map, opt(opt_args))); });
+}
+
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_gen_notif(nixl_capi_agent_t agent,
                                                         const char* remote_agent, const void* data,
                                                         size_t len, nixl_capi_opt_args_t opt_args) {

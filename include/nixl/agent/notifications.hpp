@@ -1,6 +1,6 @@
 #pragma once
 /// Members of `nixl::agent` (<nixl/agent.hpp>) about notifications: collecting those that
-/// arrived, sending a standalone one.
+/// arrived and the abort notices, waiting for them, sending a standalone one.
 
 #ifndef NIXL_AGENT_HPP
 #error "<nixl/agent/notifications.hpp> is a part of <nixl/agent.hpp>: include that instead"
@@ -31,16 +31,47 @@ void agent<Backends...>::notifications(notif_map& out, const backend_options& op
 }
 
 template <class... Backends>
+void agent<Backends...>::aborted_notifications(notif_map& out, const backend_options& opt) {
+  auto g = lock_.exclusive();
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (aborting_backend<B>) {
+      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends))
+        s.engine->take_aborts(out);
+    }
+  });
+}
+
+template <class... Backends>
 bool agent<Backends...>::wait_notifications(notif_map& out, std::chrono::nanoseconds timeout,
                                             const backend_options& opt) {
+  return wait_for_notifications(out, nullptr, timeout, opt);
+}
+
+template <class... Backends>
+bool agent<Backends...>::wait_notifications(notif_map& out, notif_map& aborts,
+                                            std::chrono::nanoseconds timeout,
+                                            const backend_options& opt) {
+  return wait_for_notifications(out, &aborts, timeout, opt);
+}
+
+template <class... Backends>
+bool agent<Backends...>::wait_for_notifications(notif_map& out, notif_map* aborts,
+                                                std::chrono::nanoseconds timeout,
+                                                const backend_options& opt) {
   const auto deadline = detail::waker::deadline_after(timeout);
   const auto count = [&] {
     std::size_t n = 0;
     for (const auto& [from, msgs] : out) n += msgs.size();
+    if (aborts != nullptr)
+      for (const auto& [from, msgs] : *aborts) n += msgs.size();
     return n;
   };
+  const auto collect = [&] {
+    notifications(out, opt);  // throws when no backend delivers them
+    if (aborts != nullptr) aborted_notifications(*aborts, opt);
+  };
   const std::size_t before = count();
-  notifications(out, opt);  // throws when no backend delivers them
+  collect();
   if (count() != before) return true;
   bool polled = false;
   detail::for_each_type<Backends...>([&]<class B>() {
@@ -57,7 +88,7 @@ bool agent<Backends...>::wait_notifications(notif_map& out, std::chrono::nanosec
       [&] {
         try {
           if (polled) progress();
-          notifications(out, opt);
+          collect();
         } catch (...) {
           return true;  // out of memory: give up waiting, keep what arrived
         }

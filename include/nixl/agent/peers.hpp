@@ -179,19 +179,41 @@ std::string agent<Backends...>::load_locked(const agent_metadata& md) {
   }
   // Check everything before changing anything.
   bool matched = false;
+  bool restarted = false;
   for (const auto& c : md.connections) {
     detail::for_each_type<Backends...>([&]<class B>() {
       if constexpr (remote_backend<B>) {
         if (B::name != c.backend || !slot<B>().engine) return;
         matched = true;
         auto& ps = std::get<peer_slot<B>>(st->slots);
-        if (ps.peer && ps.conn_info != c.info)
-          raise(status::not_allowed,
-                "load_remote_metadata: agent '{}' sent new {} connection info while loaded; "
-                "invalidate it first",
-                md.agent, B::name);
+        if (!ps.peer || ps.conn_info == c.info) return;
+        if constexpr (incarnation_backend<B>) {
+          const auto was = B::incarnation(std::as_bytes(std::span(ps.conn_info)));
+          const auto now = B::incarnation(std::as_bytes(std::span(c.info)));
+          if (was != 0 && now != 0 && was != now) {
+            restarted = true;  // another process under the same name: a restart
+            return;
+          }
+        }
+        raise(status::not_allowed,
+              "load_remote_metadata: agent '{}' sent new {} connection info while loaded; "
+              "invalidate it first",
+              md.agent, B::name);
       }
     });
+  }
+  if (restarted) {
+    // The old incarnation is gone: its requests end with remote_disconnect, and the metadata
+    // loads as a new peer (a new generation).
+    log::info(
+        "agent '{}': '{}' restarted (new connection info of another process); requests "
+        "to its previous generation end with NIXL_ERR_REMOTE_DISCONNECT",
+        name_, md.agent);
+    st->token.restarted.store(true, std::memory_order_release);
+    st->token.valid.store(false, std::memory_order_release);
+    peers_.erase(it);
+    waker_.notify();  // waits on its requests end now
+    return load_locked(md);
   }
   for (const auto& sec : md.sections) {
     detail::for_each_type<Backends...>([&]<class B>() {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -109,6 +110,23 @@ concept notifying_backend = backend<B> &&
     requires(B& b, typename B::peer& peer, std::string_view msg, notif_map& out) {
   b.notify(peer, msg);
   b.take_notifications(out);
+};
+
+/// A notifying backend that sends abort notices: when a request that carried a notification
+/// ends without success (an error, a release or stall timeout while in flight), the target is
+/// told so, with the notification's message, and collects such notices apart from
+/// notifications (docs/error-model.md, "Abort notices").
+template <class B>
+concept aborting_backend = notifying_backend<B> && requires(B& b, notif_map& out) {
+  b.take_aborts(out);
+};
+
+/// A remote backend that tells which incarnation of an agent (e.g. which process) connection
+/// info comes from, so that new connection info under a loaded name reads as a restart.
+template <class B>
+concept incarnation_backend = remote_backend<B> && requires(std::span<const std::byte> info) {
+  { B::incarnation(info) }
+  noexcept->std::same_as<std::uint64_t>;
 };
 
 /// Optional capabilities, detected when present.

@@ -8,6 +8,9 @@
 //   SUM <off> <len>            FNV-1a of a buffer range               -> "SUM <hex>"
 //   NOTIFS <count> <ms>        wait for <count> notifications          -> "N <sender> <hex>"...,
 //   "END" NOTIFY <agent> <hex>       standalone notification                -> "OK" QUIT
+//   ABORTS <count> <ms>        wait (agent.wait_notifications) for <count> abort notices
+//                              -> "A <sender> <hex>"..., "N <sender> <hex>"... (notifications
+//                              that arrived meanwhile), "END"
 // Without a progress thread it calls agent.progress() while waiting for commands.
 
 #include <nixl/agent.hpp>
@@ -218,6 +221,27 @@ int main(int argc, char** argv) {
           for (auto& x : msgs) reply("N " + from + " " + hex(x));
         got.clear();
         total = 0;
+        reply("END");
+      } else if (cmd == "ABORTS") {
+        std::size_t count = 0;
+        long ms = 0;
+        in >> count >> ms;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        nixl::notif_map aborts, notifs;
+        std::size_t n = 0;
+        while (n < count && std::chrono::steady_clock::now() < deadline) {
+          nixl::notif_map a;
+          agent.wait_notifications(notifs, a, deadline - std::chrono::steady_clock::now());
+          for (auto& [from, msgs] : a)
+            for (auto& x : msgs) {
+              aborts[from].push_back(std::move(x));
+              ++n;
+            }
+        }
+        for (auto& [from, msgs] : aborts)
+          for (auto& x : msgs) reply("A " + from + " " + hex(x));
+        for (auto& [from, msgs] : notifs)
+          for (auto& x : msgs) reply("N " + from + " " + hex(x));
         reply("END");
       } else if (cmd == "NOTIFY") {
         std::string to, h;

@@ -14,6 +14,7 @@
 #include "nixl_test/agent_waits.hpp"
 #include "nixl_test/catch.hpp"
 #include "nixl_test/env.hpp"
+#include "nixl_test/errors.hpp"
 #include "ucx_support.hpp"
 
 #ifndef NIXL_UCX_PEER_EXE
@@ -212,6 +213,7 @@ TEST_CASE("ucx two processes: a SIGSTOPped target ends a request at its stall ti
   in.buf.fill(4, 0, ucx_test::big);
   nixl::xfer_options opt;
   opt.stall_timeout = deadline;
+  opt.notif = "kv-17";  // its target gets an abort notice instead of this notification
   auto w = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, ucx_test::big, 0),
                                    blocks(ta, 1, ucx_test::big, 0), "target", opt);
   nixl::log::set_sink([](nixl::log::level, std::string_view) noexcept {});  // the stall's line
@@ -230,6 +232,14 @@ TEST_CASE("ucx two processes: a SIGSTOPped target ends a request at its stall ti
   CHECK(w.release() == status::success);
 
   stop.resume();
+  // Once UCX is done with the stalled request's data, the target learns that it was aborted:
+  // an abort notice with its message, never the notification.
+  t.send("ABORTS 1 20000");
+  const auto told = ucx_test::target_lines(t);
+  REQUIRE(told.size() == 1);
+  CHECK(std::get<0>(told[0]) == "A");
+  CHECK(std::get<1>(told[0]) == "initiator");
+  CHECK(std::get<2>(told[0]) == "kv-17");
   // The agent keeps serving the peer: a new request works and its bytes are right.
   auto next = tail(5);
   s = next.post();
@@ -256,4 +266,40 @@ TEST_CASE("ucx two processes: a SIGSTOPped target ends a request at its stall ti
   }
   INFO("non-zero bytes of the stalled request in the target after SIGCONT: " << landed);
   CHECK(foreign == 0);
+}
+
+TEST_CASE("ucx two processes: a peer that restarts under its name is loaded again") {
+  // The second process stands for the first one restarted: same name, new connection info,
+  // loaded while the first is still known (its end not seen yet).
+  peer_process old_t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
+  initiator in;
+  in.agent.load_remote_metadata(old_t.metadata());
+  const std::uint64_t gen = in.agent.remote_generation("target");
+  in.buf.fill(6, 0, 4096);
+  auto before = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 4096, 0),
+                                        blocks(old_t.remote_addr(), 1, 4096, 0), "target");
+  (void)before.post();
+  REQUIRE(wait(before) == status::success);
+
+  peer_process new_t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
+  CHECK(in.agent.load_remote_metadata(new_t.metadata()) == "target");
+  CHECK(in.agent.remote_generation("target") > gen);
+  // Requests of the old generation end with a clear status; new ones reach the new process.
+  CHECK(before.post() == status::remote_disconnect);
+  CHECK(before.status() == status::remote_disconnect);
+  in.buf.fill(7, 0, 4096);
+  auto after = in.agent.create_request(xfer_op::write, blocks(in.buf.addr(), 1, 4096, 0),
+                                       blocks(new_t.remote_addr(), 1, 4096, 0), "target");
+  (void)after.post();
+  REQUIRE(wait(after) == status::success);
+  CHECK(new_t.ask(sum_cmd(0, 4096)) == sum_of(in.buf.data(), 4096));
+  // Loading the same metadata again changes nothing. Two agents of one process under one name
+  // are no restart (NIXL's NOT_ALLOWED).
+  CHECK(in.agent.load_remote_metadata(new_t.metadata()) == "target");
+  ucx_agent twin1("twin"), twin2("twin");
+  twin1.create_backend<nixl::ucx::backend>();
+  twin2.create_backend<nixl::ucx::backend>();
+  CHECK(in.agent.load_remote_metadata(twin1.local_metadata()) == "twin");
+  CHECK(nixl::test::code_of([&] { in.agent.load_remote_metadata(twin2.local_metadata()); }) ==
+        status::not_allowed);
 }

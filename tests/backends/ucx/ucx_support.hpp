@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nixl/backends/ucx.hpp>
@@ -64,10 +66,10 @@ inline std::string sum_of(const void* p, std::size_t n) {
 }
 
 /// The notifications the peer reports after waiting for `n`: (sender, message) pairs.
-inline std::vector<std::pair<std::string, std::string>> target_notifs(peer_process& t,
-                                                                      std::size_t n) {
-  t.send(fmt::format("NOTIFS {} 20000", n));
-  std::vector<std::pair<std::string, std::string>> out;
+/// The target's answer to NOTIFS or ABORTS: (tag, sender, message) up to "END".
+inline std::vector<std::tuple<std::string, std::string, std::string>> target_lines(
+    peer_process& t) {
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
   for (;;) {
     std::istringstream in(t.line());
     std::string tag, from, h;
@@ -77,8 +79,16 @@ inline std::vector<std::pair<std::string, std::string>> target_notifs(peer_proce
     if (h != "-")
       for (std::size_t i = 0; i + 1 < h.size(); i += 2)
         msg += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
-    out.emplace_back(from, msg);
+    out.emplace_back(tag, from, msg);
   }
+}
+
+inline std::vector<std::pair<std::string, std::string>> target_notifs(peer_process& t,
+                                                                      std::size_t n) {
+  t.send(fmt::format("NOTIFS {} 20000", n));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [tag, from, msg] : target_lines(t)) out.emplace_back(from, msg);
+  return out;
 }
 
 }  // namespace ucx_test

@@ -11,6 +11,7 @@
 
 #include "nixl_test/agent_waits.hpp"
 #include "nixl_test/catch.hpp"
+#include "nixl_test/env.hpp"
 #include "ucx_support.hpp"
 
 using namespace nixl::test::agent_names;
@@ -141,4 +142,45 @@ TEST_CASE("ucx wait: waits end at their deadline when nothing happens") {
   p.tgt.drain_events();
   pollfd pf{fd, POLLIN, 0};
   CHECK(::poll(&pf, 1, 50) == 0);
+}
+
+TEST_CASE("ucx abort notices: a request released in flight tells its target, once its data is in") {
+  // Over tcp a put needs the target's worker: a target without a progress thread that is not
+  // progressed holds the request in flight for as long as this test wants.
+  nixl::test::env_guard env;
+  env.set("UCX_TLS", "tcp");
+  constexpr std::size_t n = std::size_t{16} << 20;
+  wait_pair p(n, true, false);
+  p.ib.fill(11);
+  auto r =
+      p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(), 1, n),
+                            nixl::test::blocks(p.tb.addr(), 1, n), "target", {.notif = "kv-3"});
+  const status s = r.post();
+  REQUIRE((s == status::in_progress || s == status::success));
+  // 16 MiB do not fit the sockets' buffers: the request cannot end before the target moves
+  REQUIRE(s == status::in_progress);
+  REQUIRE(r.status() == status::in_progress);
+  CHECK(r.release() == status::success);
+  // Waiting progresses the target: the data lands, the initiator's flush ends, and the notice
+  // arrives (never the notification).
+  nixl::notif_map notifs, aborts;
+  const auto until = clk::now() + 20s;
+  while (aborts.empty() && notifs.empty() && clk::now() < until)
+    p.tgt.wait_notifications(notifs, aborts, until - clk::now());
+  REQUIRE(aborts.size() == 1);
+  CHECK(aborts["initiator"] == std::vector<std::string>{"kv-3"});
+  CHECK(notifs.empty());
+  // A request that completes sends its notification and no notice.
+  auto ok =
+      p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(), 1, 4096),
+                            nixl::test::blocks(p.tb.addr(), 1, 4096), "target", {.notif = "kv-4"});
+  (void)ok.post();
+  nixl::notif_map more, no_aborts;
+  const auto until2 = clk::now() + 20s;
+  while (more.empty() && clk::now() < until2)
+    p.tgt.wait_notifications(more, no_aborts, until2 - clk::now());
+  REQUIRE(ok.wait(20s) == status::success);
+  CHECK(more["initiator"] == std::vector<std::string>{"kv-4"});
+  CHECK(p.tgt.aborted_notifications().empty());
+  CHECK(no_aborts.empty());
 }

@@ -110,8 +110,9 @@ class backend {
   /// True when the progress thread finishes requests and signals the agent's waker.
   bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
   /// Frees the request. One in flight gets `engine::release_grace` (20 ms) to end; then it is
-  /// abandoned: no notification goes out and the backend keeps its slot (and the memory
-  /// registrations it uses) until libfabric completes it, at the latest until destruction.
+  /// abandoned: no notification goes out (an abort notice once its writes completed, if it
+  /// carried one) and the backend keeps its slot (and the memory registrations it uses) until
+  /// libfabric completes it, at the latest until destruction.
   status release(request& r) noexcept;
 
   // loopback
@@ -125,6 +126,9 @@ class backend {
   /// Inserts the peer's rail addresses into the address vectors and starts its heartbeat.
   /// Throws on malformed input or a peer of another provider.
   peer load_peer(std::string_view agent, std::span<const std::byte> conn_info);
+  /// Which incarnation of its agent connection info comes from (the backend instance), 0 when the
+  /// bytes do not say: new connection info of another incarnation is a restart.
+  static std::uint64_t incarnation(std::span<const std::byte> conn_info) noexcept;
   void unload_peer(peer& p) noexcept;
   std::string public_data(const region& r) const;
   remote_region unpack(peer& p, mem_kind kind, const desc& d, std::span<const std::byte> data);
@@ -135,6 +139,9 @@ class backend {
   void notify(peer& p, std::string_view msg);
   /// Appends the notifications received so far (sender agent name -> messages).
   void take_notifications(notif_map& out);
+  /// Appends the abort notices received so far: the notifications of peers' requests that
+  /// ended without success (sent instead of the notification once every write completed).
+  void take_aborts(notif_map& out);
 
   /// One pass over completions, pending posts and heartbeats; for users without the progress
   /// thread. The target of a transfer must progress: libfabric's tcp and shm providers move
@@ -190,7 +197,8 @@ inline status backend::peek(const request& r) const noexcept {
                             r.peer_ != nullptr && r.peer_->failed.load(std::memory_order_acquire));
 }
 
-static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend>);
+static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
+              nixl::aborting_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 
 }  // namespace nixl::libfabric

@@ -205,9 +205,10 @@ class backend {
   /// completions are learnt inside check(), and request::wait re-checks at intervals.
   bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
   /// Frees the request. A request in flight gets `engine::release_grace` (20 ms) to end; then
-  /// it is abandoned (UCX cannot cancel one-sided operations): no notification goes out, its
-  /// completion is not reported, and the backend keeps what UCX still uses (the completion
-  /// slot, the notification bytes, the registrations) until UCX is done. Always `success`.
+  /// it is abandoned (UCX cannot cancel one-sided operations): no notification goes out (an
+  /// abort notice once UCX is done with the data, if it carried one), its completion is not
+  /// reported, and the backend keeps what UCX still uses (the completion slot, the
+  /// notification bytes, the registrations) until UCX is done. Always `success`.
   status release(request& r) noexcept;
   /// UCX's estimate of the transfer time (`ucp_ep_evaluate_perf`), summed over descriptors.
   std::optional<std::chrono::microseconds> estimate(const request& r) const;
@@ -222,6 +223,9 @@ class backend {
   std::string connection_info() const;
   /// Creates endpoints to a peer (no network traffic yet). Throws on malformed input.
   peer load_peer(std::string_view agent, std::span<const std::byte> conn_info);
+  /// Which incarnation of its agent connection info comes from (the process image), 0 when the
+  /// bytes do not say: new connection info of another incarnation is a restart.
+  static std::uint64_t incarnation(std::span<const std::byte> conn_info) noexcept;
   void unload_peer(peer& p) noexcept;
   /// Wires endpoints up now instead of at the first transfer. Throws when the peer is gone.
   void connect(peer& p);
@@ -233,6 +237,9 @@ class backend {
   void notify(peer& p, std::string_view msg);
   /// Appends the notifications received so far (sender agent name -> messages).
   void take_notifications(notif_map& out);
+  /// Appends the abort notices received so far: the notifications of peers' requests that
+  /// ended without success (sent instead of the notification once UCX is done with the data).
+  void take_aborts(notif_map& out);
 
   /// Progresses every worker once and checks watched peers; for users who run without the
   /// progress thread. The target of a transfer must progress: UCX 1.13 emulates put/get on
@@ -273,11 +280,17 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   // DRAM <-> VRAM of this host: the driver's copies end here, before the flush that precedes
   // the notification.
   if (!r.gpu_.empty()) {
-    if (const status g = detail::gpu_copy(r.gpu_); g != status::success) return g;
+    if (const status g = detail::gpu_copy(r.gpu_); g != status::success) [[unlikely]] {
+      if (notif) eng_->send_abort(r.peer_, r.ep_, r.worker_, *notif, false);
+      return g;
+    }
   }
   if (!r.copy_msg_.empty()) {
     if (const status c = eng_->delegate_copy(r.peer_, r.worker_, r.copy_msg_); c != status::success)
+        [[unlikely]] {
+      if (notif) eng_->send_abort(r.peer_, r.ep_, r.worker_, *notif, false);
       return c;
+    }
   }
 
   s->has_notif = notif.has_value();
@@ -377,7 +390,8 @@ inline status backend::peek(const request& r) const noexcept {
                             r.peer_ != nullptr && r.peer_->failed.load(std::memory_order_acquire));
 }
 
-static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend>);
+static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
+              nixl::aborting_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::estimating_backend<backend> &&
               nixl::connecting_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));

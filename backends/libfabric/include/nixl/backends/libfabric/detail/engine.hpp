@@ -27,6 +27,7 @@
 #include <nixl/backends/libfabric/detail/config.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
+#include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
 #include <nixl/memory.hpp>
@@ -90,6 +91,10 @@ struct op_slot : nixl::detail::completion {
   bool notif_due = false;  ///< data landed, notification not yet posted (under `posting`)
   bool write = true;
   bool has_notif = false;
+  /// The request ended without success (`end`): its notification goes out as an abort notice,
+  /// and the slot ends with `end` once that is sent.
+  bool abort = false;
+  status end = status::success;
   std::vector<chunk> chunks;
   std::vector<op_ctx> ctxs;  ///< one per chunk
   op_ctx notif_ctx;
@@ -210,6 +215,7 @@ class engine {
   void unload_peer(peer_state* p) noexcept;
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
+  void take_aborts(notif_map& out);
 
   op_slot* acquire_slot();
   void release_slot(op_slot* s) noexcept;
@@ -267,7 +273,8 @@ class engine {
   void run() noexcept;
   void wake() noexcept;
   void start_thread();
-  std::string encode_notif_header(std::uint8_t type) const;
+  /// Header, sender name and `msg`: a notification, or an abort notice (`abort`).
+  std::string text_message(bool abort, std::string_view msg) const;
 
   config cfg_;
   std::string agent_name_;
@@ -322,8 +329,7 @@ class engine {
   std::mutex deferred_mu_;
   std::vector<fid_mr*> deferred_;
 
-  std::mutex notif_mu_;
-  std::vector<std::pair<std::string, std::string>> inbox_;
+  nixl::detail::notif_inbox inbox_;  ///< notifications and abort notices received
 
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::unique_fd wake_fd_;

@@ -27,6 +27,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/host_identity.hpp>
+#include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
@@ -64,7 +65,8 @@ struct peer_state {
   std::vector<ucp_ep_h> eps;  ///< one per local worker
   std::atomic<bool> failed{false};
   bool closed = false;
-  bool ucx_peer_mode = false;  ///< data endpoints use UCX's `peer` error mode
+  std::atomic<bool> closing{false};  ///< its endpoints are being closed: nothing more is sent
+  bool ucx_peer_mode = false;        ///< data endpoints use UCX's `peer` error mode
   /// A peer on another host in mode `auto`: an endpoint of worker 0 in UCX's `peer` error mode
   /// that carries no data and only watches the peer (its error callback marks it failed), so
   /// that the data endpoints can stay in mode `none`, where UCX 1.22 puts over TCP zero-copy
@@ -152,6 +154,12 @@ class engine {
   }
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
+  void take_aborts(notif_map& out);
+  /// Tells `p` that a request which carried notification `msg` (`prefixed`: already with this
+  /// agent's prefix, as a slot holds it) ended without success: an abort notice on `ep`. Best
+  /// effort and never blocks; nothing is sent to a peer that failed.
+  void send_abort(peer_state* p, ucp_ep_h ep, std::uint32_t worker, std::string_view msg,
+                  bool prefixed) noexcept;
   void progress_all() noexcept;
   std::string endpoint_info(const peer_state* p) const;
   /// UCX-allocated, registered memory (`UCP_MEM_MAP_ALLOCATE`): its address and handle.
@@ -202,6 +210,7 @@ class engine {
   static constexpr unsigned notif_am_id = 0x4e;  // 'N'
   static constexpr unsigned copy_am_id = 0x43;   // 'C': a copy request (wire.hpp)
   static constexpr unsigned ack_am_id = 0x41;    // 'A': its answer
+  static constexpr unsigned abort_am_id = 0x58;  // 'X': an abort notice (notification format)
   /// How long a post waits for the peer to answer a copy request.
   static constexpr std::chrono::seconds copy_deadline{30};
 
@@ -244,6 +253,10 @@ class engine {
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t st) noexcept;
   static ucs_status_t on_notif(void* arg, const void* header, std::size_t header_len, void* data,
                                std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  static ucs_status_t on_abort(void* arg, const void* header, std::size_t header_len, void* data,
+                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  ucs_status_t receive(const void* data, std::size_t len, const ucp_am_recv_param_t* param,
+                       bool abort) noexcept;
   static ucs_status_t on_copy(void* arg, const void* header, std::size_t header_len, void* data,
                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
   static ucs_status_t on_copy_ack(void* arg, const void* header, std::size_t header_len, void* data,
@@ -282,8 +295,7 @@ class engine {
   std::vector<mem_handle> deferred_memh_;
   std::vector<rkey_handle> deferred_rkeys_;
 
-  std::mutex notif_mu_;
-  std::vector<std::pair<std::string, std::string>> inbox_;
+  nixl::detail::notif_inbox inbox_;  ///< notifications and abort notices received
 
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;
@@ -346,8 +358,12 @@ inline status engine::flush_done(op_slot* s) noexcept {
   const phase state = s->state();
   const int f = s->failure.load(std::memory_order_relaxed);
   if (f != 0 || state == phase::orphan) {
-    // a released request sends no notification
+    // A released or failed request sends no notification: an abort notice instead, now that
+    // UCX has done with its data (no byte of it lands after the notice).
     const status e = f != 0 ? static_cast<status>(f) : status::canceled;
+    if (s->has_notif) [[unlikely]]
+      s->owner->send_abort(s->peer.load(std::memory_order_relaxed), s->ep, s->worker, s->notif,
+                           true);
     s->owner->complete(s, e);
     return e;
   }

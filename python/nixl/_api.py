@@ -663,11 +663,7 @@ class nixl_agent:
         return self.aborted_notifs
 
     def check_remote_xfer_aborted(
-        self,
-        remote_agent_name: Union[str, bytes],
-        lookup_tag: Union[bytes, str],
-        backends: list[str] = [],  # noqa: B006
-        tag_is_prefix: bool = True,
+        self, remote_agent_name, lookup_tag, backends: list[str] = [], tag_is_prefix=True  # noqa: B006
     ) -> bool:
         """As ``check_remote_xfer_done``, for abort notices: True (and the notice is consumed)
         when a transfer of ``remote_agent_name`` whose notification matches ended without

@@ -351,6 +351,23 @@ void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
   warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
   delete static_cast<std::string*>(user);
 }
+
+// An eager active message of `buf` on `ep`: while UCX still holds it, `buf` is handed over
+// (freed by on_notify_done) and the call answers true for a kick of the worker.
+bool send_owned(ucp_ep_h ep, unsigned id, std::unique_ptr<std::string>& buf,
+                ucs_status_t& st) noexcept {
+  ucp_request_param_t rp{};
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
+  rp.cb.send = &on_notify_done;
+  rp.user_data = buf.get();
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, nullptr, 0, buf->data(), buf->size(), &rp);
+  st = UCS_PTR_IS_ERR(r) ? UCS_PTR_STATUS(r) : UCS_OK;
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) return false;
+  buf.release();
+  return true;
+}
 }  // namespace
 
 void engine::notify(peer_state* p, std::string_view msg) {
@@ -362,21 +379,10 @@ void engine::notify(peer_state* p, std::string_view msg) {
           p->name, msg.size(), max_notif_size);
   auto buf = std::make_unique<std::string>(notif_prefix_);
   buf->append(msg);
-  ucp_request_param_t rp{};
-  rp.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  rp.flags = UCP_AM_SEND_FLAG_EAGER;
-  rp.cb.send = &on_notify_done;
-  rp.user_data = buf.get();
-  ucs_status_ptr_t r =
-      ucp_am_send_nbx(p->eps[0], notif_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
-  if (UCS_PTR_IS_ERR(r))
-    raise(to_status(UCS_PTR_STATUS(r)), "UCX notify('{}'): ucp_am_send_nbx: {}", p->name,
-          ucs_status_string(UCS_PTR_STATUS(r)));
-  if (r != nullptr) {
-    buf.release();  // freed by on_notify_done
-    kick(0);
-  }
+  ucs_status_t st = UCS_OK;
+  if (send_owned(p->eps[0], notif_am_id, buf, st)) kick(0);
+  if (st != UCS_OK)
+    raise(to_status(st), "UCX notify('{}'): ucp_am_send_nbx: {}", p->name, ucs_status_string(st));
 }
 
 void engine::send_abort(peer_state* p, ucp_ep_h ep, std::uint32_t worker, std::string_view msg,
@@ -392,22 +398,10 @@ void engine::send_abort(peer_state* p, ucp_ep_h ep, std::uint32_t worker, std::s
     log::warn("UCX: out of memory; the abort notice to '{}' was not sent", p->name);
     return;
   }
-  ucp_request_param_t rp{};
-  rp.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  rp.flags = UCP_AM_SEND_FLAG_EAGER;
-  rp.cb.send = &on_notify_done;
-  rp.user_data = buf.get();
-  ucs_status_ptr_t r = ucp_am_send_nbx(ep, abort_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
-  if (UCS_PTR_IS_ERR(r)) {
-    log::debug("UCX: abort notice to '{}' not sent: {}", p->name,
-               ucs_status_string(UCS_PTR_STATUS(r)));
-    return;
-  }
-  if (r != nullptr) {
-    buf.release();  // freed by on_notify_done
-    kick(worker);
-  }
+  ucs_status_t st = UCS_OK;
+  if (send_owned(ep, abort_am_id, buf, st)) kick(worker);
+  if (st != UCS_OK)
+    log::debug("UCX: abort notice to '{}' not sent: {}", p->name, ucs_status_string(st));
 }
 
 std::string engine::endpoint_info(const peer_state* p) const {

@@ -5,7 +5,6 @@
 #include "listener.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nixl/detail/event_fd.hpp>
 #include <nixl/log.hpp>
 #include <nixl/metadata/auth.hpp>
 #include <nixl/status.hpp>
@@ -72,7 +72,7 @@ struct listener::state {
 
   unique_fd listen_fd;
   std::uint16_t port = 0;
-  unique_fd wake;  // eventfd
+  nixl::detail::event_fd wake;
   std::thread io_thread;
   std::mutex io_mutex;
   std::vector<request> submitted;  // guarded by io_mutex
@@ -82,11 +82,7 @@ struct listener::state {
     if (!cfg.metadata_secret.empty()) auth.emplace(cfg.metadata_secret);
   }
 
-  void wake_io() noexcept {
-    if (!wake) return;
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof one);
-  }
+  void wake_io() noexcept { wake.signal(); }
 
   request make_request(std::string_view call, std::string_view ip, std::uint16_t p, frame_type type,
                        std::string_view payload) {
@@ -530,10 +526,7 @@ struct listener::state {
         continue;
       }
       if (n > 0) {
-        if (pfds[0].revents & POLLIN) {
-          std::uint64_t v;
-          [[maybe_unused]] auto r = ::read(wake.get(), &v, sizeof v);
-        }
+        if (pfds[0].revents & POLLIN) wake.drain();
         for (std::size_t i = 0; i < polled.size(); ++i) {
           if (pfds[i + 2].revents != 0) pump(*polled[i], pfds[i + 2].revents);
         }
@@ -574,8 +567,8 @@ listener::listener(const context& ctx, bool threaded) : s_(std::make_unique<stat
               }()));
   }
   if (threaded) {
-    m.wake = unique_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!m.wake) nixl::raise(status::backend, "metadata exchange: eventfd: {}", errno_text(errno));
+    if (!m.wake.open())
+      nixl::raise(status::backend, "metadata exchange: eventfd: {}", errno_text(errno));
     m.io_thread = std::thread([&m] { m.io_loop(); });
   }
 }

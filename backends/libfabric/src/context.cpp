@@ -2,7 +2,6 @@
 // endpoint each), the rail-0 message buffers, the backend's identity, teardown.
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 

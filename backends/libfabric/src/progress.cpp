@@ -2,7 +2,6 @@
 // the thread that runs them, sleeping on the queues' wait descriptors when idle.
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -287,12 +286,11 @@ std::size_t engine::progress() noexcept {
 }
 
 void engine::wake() noexcept {
-  const std::uint64_t one = 1;
-  if (wake_fd_) (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  wake_fd_.signal();
 }
 
 void engine::start_thread() {
-  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  wake_fd_.open();
   epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!wake_fd_ || !epoll_fd_)
     raise(status::backend, "LIBFABRIC: eventfd/epoll_create1 failed: {}", std::strerror(errno));
@@ -344,10 +342,7 @@ void engine::run() noexcept {
         epoll_event evs[8];
         const int k = ::epoll_wait(epoll_fd_.get(), evs, 8, timeout_ms);
         for (int i = 0; i < k; ++i) {
-          if (evs[i].data.fd == wake_fd_.get()) {
-            std::uint64_t v;
-            (void)!::read(wake_fd_.get(), &v, sizeof(v));
-          }
+          if (evs[i].data.fd == wake_fd_.get()) wake_fd_.drain();
         }
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,7 @@ namespace detail {
 void engine::start_progress_thread(std::chrono::microseconds delay) {
   // Owned at once: a throw below (or later in this constructor) closes them.
   epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  wake_fd_.open();
   if (!epoll_fd_ || !wake_fd_)
     raise(status::backend, "UCX progress thread: epoll_create1/eventfd: {}", std::strerror(errno));
   epoll_event ev{};
@@ -45,8 +44,7 @@ void engine::start_progress_thread(std::chrono::microseconds delay) {
 }
 
 void engine::wake() noexcept {
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const auto n = ::write(wake_fd_.get(), &one, sizeof(one));
+  wake_fd_.signal();
 }
 
 // The progress thread. Per worker it is in one of two modes:
@@ -127,8 +125,7 @@ void engine::run() noexcept {
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;
       if (tag == nullptr) {
-        std::uint64_t v;
-        [[maybe_unused]] const auto r = ::read(wake_fd_.get(), &v, sizeof(v));
+        wake_fd_.drain();
       } else if (tag != this) {
         auto* p = static_cast<peer_state*>(tag);
         {

@@ -24,7 +24,6 @@
 /// it that much latency at most, never its deadline.
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,8 +33,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/status.hpp>
-#include <nixl/detail/unique_fd.hpp>
 
 namespace nixl::detail {
 
@@ -49,8 +48,8 @@ class waker {
   static constexpr std::chrono::nanoseconds poll_last = std::chrono::milliseconds(1);
 
   /// Throws `nixl::error(backend)` when no eventfd can be made (the process is out of fds).
-  waker() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    if (!fd_)
+  waker() {
+    if (!fd_.open())
       raise(status::backend, "agent: eventfd(EFD_NONBLOCK | EFD_CLOEXEC): {}; raise RLIMIT_NOFILE",
             std::strerror(errno));
   }
@@ -76,18 +75,12 @@ class waker {
     if (signalled_.load(std::memory_order_relaxed) ||
         signalled_.exchange(true, std::memory_order_acq_rel))
       return;
-    const std::uint64_t one = 1;
-    ssize_t r;
-    do r = ::write(fd_.get(), &one, sizeof(one));
-    while (r < 0 && errno == EINTR);
+    fd_.signal();
   }
 
   /// Empties the counter; afterwards the caller must look at what it waits for.
   void drain() noexcept {
-    std::uint64_t v;
-    ssize_t r;
-    do r = ::read(fd_.get(), &v, sizeof(v));
-    while (r < 0 && errno == EINTR);
+    fd_.drain();
     signalled_.store(false, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
@@ -142,7 +135,7 @@ class waker {
     (void)::ppoll(&p, 1, &ts, nullptr);  // EINTR: the loop re-evaluates
   }
 
-  unique_fd fd_;
+  event_fd fd_;
   std::atomic<int> armed_{0};
   std::atomic<bool> signalled_{false};
   std::atomic<bool> shared_{false};

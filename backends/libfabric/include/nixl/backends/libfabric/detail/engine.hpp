@@ -27,6 +27,7 @@
 #include <nixl/backends/libfabric/detail/config.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
+#include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
@@ -332,7 +333,7 @@ class engine {
   nixl::detail::notif_inbox inbox_;  ///< notifications and abort notices received
 
   nixl::detail::unique_fd epoll_fd_;
-  nixl::detail::unique_fd wake_fd_;
+  nixl::detail::event_fd wake_fd_;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;

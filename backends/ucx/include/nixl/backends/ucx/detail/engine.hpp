@@ -26,6 +26,7 @@
 #include <nixl/backends/ucx/detail/ucs.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
+#include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/thread_index.hpp>
@@ -309,7 +310,7 @@ class engine {
   std::atomic<std::uint64_t> copy_token_{1};
 
   nixl::detail::unique_fd epoll_fd_;
-  nixl::detail::unique_fd wake_fd_;
+  nixl::detail::event_fd wake_fd_;
   std::atomic<bool> stop_{false};
   int timeout_ms_ = 100;
   std::thread thread_;

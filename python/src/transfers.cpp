@@ -208,38 +208,34 @@ py::dict append_notifs(py::dict d, notif_map& m) {
   return d;
 }
 
-}  // namespace
-
-py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
-  auto o = options(bs);
+/// `take(m)` with the GIL released, then what it took appended to `d`.
+template <class Take>
+py::dict collect_notifs(py::dict d, Take&& take) {
   notif_map m;
   {
     py::gil_scoped_release rel;
-    get().notifications(m, o);
+    take(m);
   }
   return append_notifs(std::move(d), m);
+}
+
+}  // namespace
+
+py::dict py_agent::get_notifs(py::dict d, const std::vector<std::uintptr_t>& bs) {
+  const auto o = options(bs);
+  return collect_notifs(std::move(d), [&](notif_map& m) { get().notifications(m, o); });
 }
 
 py::dict py_agent::wait_notifs(py::dict d, const std::vector<std::uintptr_t>& bs,
                                double timeout_s) {
   const auto t = timeout_of(timeout_s);
-  auto o = options(bs);
-  notif_map m;
-  {
-    py::gil_scoped_release rel;
-    get().wait_notifications(m, t, o);
-  }
-  return append_notifs(std::move(d), m);
+  const auto o = options(bs);
+  return collect_notifs(std::move(d), [&](notif_map& m) { get().wait_notifications(m, t, o); });
 }
 
 py::dict py_agent::get_aborts(py::dict d, const std::vector<std::uintptr_t>& bs) {
-  auto o = options(bs);
-  notif_map m;
-  {
-    py::gil_scoped_release rel;
-    get().aborted_notifications(m, o);
-  }
-  return append_notifs(std::move(d), m);
+  const auto o = options(bs);
+  return collect_notifs(std::move(d), [&](notif_map& m) { get().aborted_notifications(m, o); });
 }
 
 py::tuple py_agent::wait_notifs_or_aborts(const std::vector<std::uintptr_t>& bs, double timeout_s) {

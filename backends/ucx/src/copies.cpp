@@ -32,12 +32,6 @@ void engine::remove_host_region(std::uintptr_t addr, std::size_t len) noexcept {
 
 namespace {
 
-void on_ack_sent(void* request, ucs_status_t st, void* user) noexcept {
-  ucp_request_free(request);
-  warn_ucs(st, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
-  delete static_cast<std::string*>(user);
-}
-
 /// What a post waiting for a copy answer shares with the send's callback and the answer's
 /// handler; the last of the post and the callback to let go frees it.
 struct copy_wait {
@@ -134,18 +128,9 @@ ucs_status_t engine::on_copy(void* arg, const void*, std::size_t, void* data, st
     return UCS_OK;
   try {
     auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st));
-    ucp_request_param_t rp{};
-    rp.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    rp.flags = UCP_AM_SEND_FLAG_EAGER;
-    rp.cb.send = &on_ack_sent;
-    rp.user_data = buf.get();
-    ucs_status_ptr_t r =
-        ucp_am_send_nbx(param->reply_ep, ack_am_id, nullptr, 0, buf->data(), buf->size(), &rp);
-    if (UCS_PTR_IS_ERR(r))
-      warn_ucs(UCS_PTR_STATUS(r), "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
-    else if (r != nullptr)
-      buf.release();  // freed by on_ack_sent
+    ucs_status_t sent = UCS_OK;
+    send_owned(param->reply_ep, ack_am_id, buf, sent);
+    warn_ucs(sent, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
   } catch (...) {
     log::error("UCX: out of memory answering a copy request");
   }

@@ -35,6 +35,12 @@ struct local_registry {
 /// `nixl::error(invalid_param)` naming a setting UCX rejects.
 config_handle read_ucp_config(const config& cfg);
 
+/// An eager active message `id` carrying `*buf` on `ep`. While UCX still holds the bytes,
+/// `buf` is handed over (freed when the send completes) and the answer is true: the caller
+/// kicks the worker. `st` is the send's error, UCS_OK when it was taken or done at once.
+bool send_owned(ucp_ep_h ep, unsigned id, std::unique_ptr<std::string>& buf,
+                ucs_status_t& st) noexcept;
+
 }  // namespace nixl::ucx::detail
 
 namespace nixl::ucx::detail::gpu {

@@ -351,6 +351,7 @@ void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
   warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
   delete static_cast<std::string*>(user);
 }
+}  // namespace
 
 // An eager active message of `buf` on `ep`: while UCX still holds it, `buf` is handed over
 // (freed by on_notify_done) and the call answers true for a kick of the worker.
@@ -368,7 +369,6 @@ bool send_owned(ucp_ep_h ep, unsigned id, std::unique_ptr<std::string>& buf,
   buf.release();
   return true;
 }
-}  // namespace
 
 void engine::notify(peer_state* p, std::string_view msg) {
   if (p == nullptr || p->closed) raise(status::not_found, "UCX notify: the peer is not loaded");

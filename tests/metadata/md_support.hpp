@@ -5,10 +5,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -111,55 +113,77 @@ inline const bool environment_scrubbed = [] {
   return true;
 }();
 
-/// One etcd for the whole test process: NIXL_TEST_ETCD_ENDPOINTS if set, else one started with
-/// scripts/etcd-test-server.sh. endpoint() is empty when neither is available (tests skip).
-class etcd_server {
+/// A throw-away etcd of scripts/etcd-test-server.sh: loopback, free ports, its own data dir.
+/// endpoint() is empty when it could not start (why_absent() says why). halt() stops the
+/// server and keeps its data and ports; resume() starts it again at the same URL.
+class etcd_process {
  public:
-  static etcd_server& get() {
-    static etcd_server s;
-    return s;
-  }
-  const std::string& endpoint() const { return endpoint_; }
-  const std::string& why_absent() const { return why_; }
-  ~etcd_server() {
-    if (!dir_.empty()) {
-      std::string cmd = std::string(NIXL_ETCD_TEST_SCRIPT) + " stop " + dir_ + " >/dev/null 2>&1";
-      [[maybe_unused]] int rc = std::system(cmd.c_str());
-    }
-  }
-
- private:
-  etcd_server() {
-    if (const char* e = std::getenv("NIXL_TEST_ETCD_ENDPOINTS"); e && *e) {
-      endpoint_ = e;
-      return;
-    }
+  etcd_process() {
     char tmpl[] = "/tmp/nixl-etcd-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
       why_ = "mkdtemp failed";
       return;
     }
-    dir_ = tmpl;
-    std::string out = dir_ + "/start.out";
-    std::string cmd =
-        std::string(NIXL_ETCD_TEST_SCRIPT) + " start " + dir_ + "/srv > " + out + " 2>&1";
-    int rc = std::system(cmd.c_str());
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 0) {
-      if (FILE* f = std::fopen((dir_ + "/srv/endpoint").c_str(), "r")) {
+    top_ = tmpl;
+    dir_ = top_ + "/srv";
+    const int rc = script("start", " > " + top_ + "/start.out 2>&1");
+    if (rc == 0) {
+      if (FILE* f = std::fopen((dir_ + "/endpoint").c_str(), "r")) {
         char buf[256] = {};
         if (std::fgets(buf, sizeof buf, f)) endpoint_ = buf;
         std::fclose(f);
         while (!endpoint_.empty() && (endpoint_.back() == '\n' || endpoint_.back() == ' '))
           endpoint_.pop_back();
       }
-      dir_ += "/srv";
-    } else if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+    } else if (rc == 77) {
       why_ = "no etcd binary (install etcd-server)";
     } else {
       why_ = "etcd did not start (see scripts/etcd-test-server.sh)";
     }
   }
-  std::string endpoint_, dir_, why_;
+  ~etcd_process() {
+    if (top_.empty()) return;
+    script("stop", " >/dev/null 2>&1");
+    std::remove((top_ + "/start.out").c_str());
+    ::rmdir(top_.c_str());
+  }
+  etcd_process(const etcd_process&) = delete;
+  etcd_process& operator=(const etcd_process&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& why_absent() const { return why_; }
+  bool halt() { return script("halt", " >/dev/null 2>&1") == 0; }
+  bool resume() { return script("resume", " >/dev/null 2>&1") == 0; }
+
+ private:
+  int script(const char* cmd, const std::string& redirect) {
+    std::string line = std::string(NIXL_ETCD_TEST_SCRIPT) + " " + cmd + " " + dir_ + redirect;
+    const int rc = std::system(line.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+  std::string top_, dir_, endpoint_, why_;
+};
+
+/// One etcd for the whole test process: NIXL_TEST_ETCD_ENDPOINTS if set, else an
+/// etcd_process. endpoint() is empty when neither is available (tests skip).
+class etcd_server {
+ public:
+  static etcd_server& get() {
+    static etcd_server s;
+    return s;
+  }
+  const std::string& endpoint() const { return own_ ? own_->endpoint() : given_; }
+  const std::string& why_absent() const { return own_ ? own_->why_absent() : given_; }
+
+ private:
+  etcd_server() {
+    if (const char* e = std::getenv("NIXL_TEST_ETCD_ENDPOINTS"); e && *e)
+      given_ = e;
+    else
+      own_ = std::make_unique<etcd_process>();
+  }
+  std::string given_;
+  std::unique_ptr<etcd_process> own_;
 };
 
 /// Config of an exchange that uses the test etcd under a namespace of its own.

@@ -279,3 +279,64 @@ TEST_CASE("a lost lease is replaced and our keys are put back", "[metadata][etcd
   std::this_thread::sleep_for(1500ms);
   CHECK(c.get_prefix(ns + "/A/").kvs.empty());
 }
+
+TEST_CASE("the etcd server stopped and restarted: clear errors meanwhile, then service again",
+          "[metadata][etcd]") {
+  NIXL_REQUIRE_ETCD();
+  etcd_process srv;  // a server of its own: the others' tests keep theirs
+  if (srv.endpoint().empty()) NIXL_SKIP("etcd restart test: " << srv.why_absent());
+  const auto ns = fresh_namespace("restart");
+  auto cfg = with_etcd(ns);
+  cfg.etcd_endpoints = srv.endpoint();
+  cfg.etcd_request_timeout = 1s;
+  cfg.etcd_watch_timeout = 1s;
+  fake_agent a("A"), w("W");
+  exchange xa("A", cfg, a.hooks()), xw("W", cfg, w.hooks());
+  xa.publish("metadata", a.blob()).get();
+  xw.fetch_central("A").get();
+  REQUIRE(w.has("A"));
+
+  REQUIRE(srv.halt());
+  // While it is down: each operation ends with an error, within its deadline.
+  const auto ends_with_error = [](std::future<void> f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < 5s);
+    nixl::status st = nixl::status::success;
+    try {
+      f.get();
+    } catch (const nixl::error& e) {
+      st = e.status_code();
+      INFO(e.what());
+      CHECK(std::string(e.what()).find("etcd") != std::string::npos);
+    }
+    return st;
+  };
+  CHECK(ends_with_error(xa.publish("part", "MD:A:part")) != nixl::status::success);
+  CHECK(ends_with_error(xw.fetch_central("B")) != nixl::status::success);
+
+  REQUIRE(srv.resume());
+  // Back: publishing and fetching work again, A's lease is kept alive (its keys outlive the
+  // TTL), and W's watch, re-created, still sees A withdraw.
+  REQUIRE(eventually(
+      [&] {
+        try {
+          xa.publish("part", "MD:A:part").get();
+          return true;
+        } catch (const nixl::error&) {
+          return false;
+        }
+      },
+      10s));
+  fake_agent b("B");
+  exchange xb("B", cfg, b.hooks());
+  xb.publish("metadata", b.blob()).get();
+  xw.fetch_central("B").get();
+  CHECK(w.has("B"));
+  std::this_thread::sleep_for(cfg.etcd_lease_ttl + 1s);
+  etcd_client c(srv.endpoint(), 5s);
+  CHECK(c.get(ns + "/A/metadata").kvs.size() == 1);
+  xa.unpublish().get();
+  CHECK(eventually([&] { return w.was_invalidated("A"); }, 10s));
+}

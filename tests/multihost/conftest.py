@@ -64,7 +64,7 @@ class Node:
     """One agent process inside a sandbox host."""
 
     def __init__(self, sandbox, host, kind, name, size=1 << 20, listen=False, port=0,
-                 listen_address=None, secret=None, env=None, expect_ready=True):
+                 listen_address=None, secret=None, env=None, expect_ready=True, stall_ms=None):
         self.sb, self.host, self.kind, self.name = sandbox, host, kind, name
         argv = [sys.executable, PY_NODE] if kind == "py" else [CPP_NODE]
         argv += [name, "--size", str(size), "--port", str(port)]
@@ -74,6 +74,8 @@ class Node:
             argv += ["--listen-address", listen_address]
         if secret is not None:
             argv += ["--secret", secret]
+        if stall_ms is not None:
+            argv += ["--stall-ms", str(stall_ms)]
         e = dict(os.environ)
         e.update(env or {})
         self.log_path = os.path.join(sandbox.dir, f"{name}-{len(sandbox.nodes)}.log")
@@ -220,6 +222,12 @@ class Sandbox:
         return subprocess.run([SANDBOX, "exec", self.dir, str(host)] + argv,
                               capture_output=True, text=True, timeout=timeout)
 
+    def link(self, host, up):
+        """Sets host's interface up or down; returns the time.monotonic() of the change."""
+        t = time.monotonic()
+        subprocess.run([SANDBOX, "link", self.dir, str(host), "up" if up else "down"], check=True)
+        return t
+
     def destroy(self, host):
         """Kills every process of a host and removes its namespaces; returns the time of it."""
         t = time.monotonic()
@@ -309,6 +317,14 @@ def pytest_generate_tests(metafunc):
 # test_join_leave over UCX; test_libfabric over LIBFABRIC) ----------------------------------------
 
 MIB = 1 << 20
+
+
+def lf_env(interfaces="eth0", **extra):
+    """A node's environment for the LIBFABRIC backend over tcp;ofi_rxm on `interfaces`."""
+    env = {"NIXL_MH_BACKEND": "LIBFABRIC", "FI_PROVIDER": "tcp;ofi_rxm",
+           "NIXL_LIBFABRIC_INTERFACES": interfaces}
+    env.update(extra)
+    return env
 
 # (descriptor size, descriptor count): 4 KiB .. 64 MiB in one descriptor, and 1000 of 4 KiB
 # and of 64 KiB.

@@ -453,6 +453,8 @@ int main(int argc, char** argv) {
       mc.listen_address = next();
     else if (k == "--secret")
       mc.metadata_secret = next();
+    else if (k == "--stall-ms")
+      cfg.xfer_stall_timeout = std::chrono::milliseconds(std::stoi(next()));
   }
   node n;
   try {

@@ -7,6 +7,7 @@ Prints "READY <listen port> <buffer address>" and then answers one line per comm
 """
 
 import argparse
+import datetime
 import os
 import sys
 import threading
@@ -69,6 +70,8 @@ class Node:
             kw["listen_address"] = args.listen_address
         if args.secret is not None:
             kw["metadata_secret"] = args.secret
+        if args.stall_ms is not None:
+            kw["xfer_stall_timeout"] = datetime.timedelta(milliseconds=args.stall_ms)
         conf = nixl_agent_config(
             enable_prog_thread=True,
             enable_listen_thread=args.listen,
@@ -256,6 +259,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--listen-address", default=None)
     ap.add_argument("--secret", default=None)
+    ap.add_argument("--stall-ms", type=int, default=None)
     args = ap.parse_args()
     try:
         node = Node(args)

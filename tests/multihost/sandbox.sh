@@ -8,6 +8,7 @@
 #   sandbox.sh exec DIR I CMD..  # runs CMD inside host I (stdin/stdout/stderr pass through)
 #   sandbox.sh pid DIR I         # the host's init process (pid 1 of its PID namespace), as seen here
 #   sandbox.sh destroy DIR I     # kills every process of host I and removes its namespaces
+#   sandbox.sh link DIR I up|down  # sets host I's interface up or down (a cable pulled, put back)
 #   sandbox.sh down DIR          # tears everything down and removes DIR (idempotent)
 #   sandbox.sh sweep             # removes namespaces left by runs whose owner is gone
 #   sandbox.sh addr I            # the address of host I
@@ -176,6 +177,23 @@ destroy() {
   rm -f "$dir/host$i.pid" "$dir/host$i.outer"
 }
 
+# link DIR I up|down: host I's interface (both, with SANDBOX_LINKS=2), set from inside the
+# host's network namespace; `up` returns once the kernel reports the link up again.
+link() {
+  local dir=$1 i=$2 state=$3 ns dev
+  [[ $state == up || $state == down ]] || die "link state '$state': use up or down"
+  ns=$(ns_of "$dir" "$i")
+  for dev in $(ip -n "$ns" -o link show | awk -F': ' '$2 != "lo" {sub(/@.*/, "", $2); print $2}'); do
+    ip -n "$ns" link set "$dev" "$state"
+    if [[ $state == up ]]; then
+      for _ in $(seq 100); do
+        ip -n "$ns" -o link show "$dev" | grep -q 'state UP' && break
+        sleep 0.05
+      done
+    fi
+  done
+}
+
 down() {
   local dir=$1
   [[ -f "$dir/id" ]] || {
@@ -197,12 +215,13 @@ case "$cmd" in
   exec) enter "${2:?DIR}" "${3:?HOST}" "${@:4}" ;;
   pid) host_pid "${2:?DIR}" "${3:?HOST}" ;;
   destroy) destroy "${2:?DIR}" "${3:?HOST}" ;;
+  link) link "${2:?DIR}" "${3:?HOST}" "${4:?up|down}" ;;
   down) down "${2:?DIR}" ;;
   sweep) sweep ;;
   addr) addr "${2:?HOST}" ;;
   addr2) addr2 "${2:?HOST}" ;;
   *)
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
     ;;
 esac

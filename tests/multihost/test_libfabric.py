@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import MIB, connect, connect_all, meet_through_etcd, move_points
+from conftest import MIB, connect, connect_all, lf_env, meet_through_etcd, move_points
 from conftest import peer_dies_mid_transfer, restart_under_same_name
 
 pytestmark = pytest.mark.skipif(
@@ -15,13 +15,6 @@ pytestmark = pytest.mark.skipif(
     reason="built without the LIBFABRIC backend (CMake sets NIXL_MH_LIBFABRIC=1 when it is)")
 
 PORT = 7100
-
-
-def lf_env(interfaces="eth0", **extra):
-    env = {"NIXL_MH_BACKEND": "LIBFABRIC", "FI_PROVIDER": "tcp;ofi_rxm",
-           "NIXL_LIBFABRIC_INTERFACES": interfaces}
-    env.update(extra)
-    return env
 
 
 def start(sb, kind, h, size=4 * MIB, port=PORT, env=None, name=None):

@@ -155,6 +155,11 @@ engine::~engine() {
     std::lock_guard lk(reg.mu);
     reg.live.erase(uid_);
   }
+  {
+    // driver copies of released requests end before the memory they use is let go
+    std::lock_guard lk(gpu_mu_);
+    for (op_slot* s : gpu_slots_) gpu_wait(s->gpu_used);
+  }
   if (thread_.joinable()) {
     stop_.store(true);
     wake();

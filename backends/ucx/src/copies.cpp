@@ -32,26 +32,13 @@ void engine::remove_host_region(std::uintptr_t addr, std::size_t len) noexcept {
 
 namespace {
 
-/// What a post waiting for a copy answer shares with the send's callback and the answer's
-/// handler; the last of the post and the callback to let go frees it.
-struct copy_wait {
-  std::atomic<int> result{static_cast<int>(status::in_progress)};
-  std::atomic<int> refs{2};
-  void drop() noexcept {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-};
-
+// The copy request's send failed: its answer will not come.
 void on_copy_sent(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
-  auto* w = static_cast<copy_wait*>(user);
-  if (st != UCS_OK) {
-    // the answer will not come
-    int expected = static_cast<int>(status::in_progress);
-    w->result.compare_exchange_strong(expected, static_cast<int>(status::remote_disconnect),
-                                      std::memory_order_acq_rel);
-  }
-  w->drop();
+  if (st == UCS_OK) return;  // the slot may be done and posted again by now: not touched
+  auto* s = static_cast<op_slot*>(user);
+  log::error("UCX: copy request: ucp_am_send_nbx: {}", ucs_status_string(st));
+  s->owner->fail_copy(s->copy_token, to_status(st));
 }
 
 }  // namespace
@@ -145,65 +132,93 @@ ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data
     log::warn("UCX: dropped a malformed copy answer of {} bytes", len);
     return UCS_OK;
   }
-  std::lock_guard lk(self->copy_mu_);
-  if (auto it = self->copy_waiters_.find(ack->first); it != self->copy_waiters_.end()) {
-    it->second->store(static_cast<int>(ack->second), std::memory_order_release);
-    self->copy_waiters_.erase(it);
+  // An answer nobody waits for (given up, or a token never issued) is dropped.
+  if (op_slot* s = self->take_copy_waiter(ack->first)) {
+    if (ack->second != status::success)
+      log::error("UCX: copy request to '{}' ended with {}",
+                 s->peer.load(std::memory_order_relaxed)->name, to_string(ack->second));
+    copy_done(s, ack->second);
   }
   return UCS_OK;
 }
 
-status engine::delegate_copy(peer_state* p, std::uint32_t w, std::string& msg) noexcept {
-  copy_wait* cw = nullptr;
+op_slot* engine::take_copy_waiter(std::uint64_t token) noexcept {
+  std::lock_guard lk(copy_mu_);
+  auto it = copy_waiters_.find(token);
+  if (it == copy_waiters_.end()) return nullptr;
+  op_slot* s = it->second;
+  copy_waiters_.erase(it);
+  return s;
+}
+
+void engine::copy_done(op_slot* s, status st) noexcept {
+  s->copy_deadline_ns.store(0, std::memory_order_relaxed);
+  if (st != status::success) {
+    int none = 0;
+    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+  }
+  flush_done(s);
+}
+
+void engine::fail_copy(std::uint64_t token, status st) noexcept {
+  if (op_slot* s = take_copy_waiter(token)) copy_done(s, st);
+}
+
+void engine::expire_copy(op_slot* s) noexcept {
+  if (take_copy_waiter(s->copy_token) != s) return;  // answered meanwhile
+  log::error("UCX: copy request to '{}': no answer within {} s",
+             s->peer.load(std::memory_order_relaxed)->name, copy_deadline.count());
+  copy_done(s, status::backend);
+}
+
+void engine::fail_copies_of(const peer_state* p) noexcept {
+  std::vector<op_slot*> gone;
+  {
+    std::lock_guard lk(copy_mu_);
+    for (auto it = copy_waiters_.begin(); it != copy_waiters_.end();) {
+      if (it->second->peer.load(std::memory_order_relaxed) == p) {
+        gone.push_back(it->second);
+        it = copy_waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (op_slot* s : gone) copy_done(s, status::remote_disconnect);
+}
+
+void engine::delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg) noexcept {
   const std::uint64_t token = copy_token_.fetch_add(1, std::memory_order_relaxed);
   wire::set_copy_token(msg, token);
+  s->copy_token = token;
   try {
-    cw = new copy_wait;
     std::lock_guard lk(copy_mu_);
-    copy_waiters_.emplace(token, &cw->result);
+    copy_waiters_.emplace(token, s);
   } catch (...) {
-    delete cw;
-    return status::backend;
+    copy_done(s, status::backend);
+    return;
   }
-  auto forget = [&] {
-    std::lock_guard lk(copy_mu_);
-    copy_waiters_.erase(token);
-  };
+  s->copy_deadline_ns.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          (std::chrono::steady_clock::now() + copy_deadline).time_since_epoch())
+          .count(),
+      std::memory_order_relaxed);
   ucp_request_param_t rp{};
   rp.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   rp.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
   rp.cb.send = &on_copy_sent;
-  rp.user_data = cw;
+  rp.user_data = s;
   ucs_status_ptr_t r =
       ucp_am_send_nbx(p->eps[w], copy_am_id, nullptr, 0, msg.data(), msg.size(), &rp);
-  if (UCS_PTR_IS_ERR(r) || r == nullptr) cw->drop();  // no callback will come
   if (UCS_PTR_IS_ERR(r)) {
-    forget();
-    cw->drop();
     log::error("UCX: copy request to '{}': ucp_am_send_nbx: {}", p->name,
                ucs_status_string(UCS_PTR_STATUS(r)));
-    return status::remote_disconnect;
+    fail_copy(token, status::remote_disconnect);
+    return;
   }
-  kick(w);
-  const auto end = std::chrono::steady_clock::now() + copy_deadline;
-  // This thread progresses the worker itself (the answer comes within tens of microseconds;
-  // waking the progress thread for it would add its wake-up to every such post).
-  while (cw->result.load(std::memory_order_acquire) == static_cast<int>(status::in_progress) &&
-         !p->gone() && std::chrono::steady_clock::now() < end)
-    poll(w, p);
-  forget();  // a late answer finds no waiter
-  const int st = cw->result.load(std::memory_order_acquire);
-  cw->drop();
-  if (st == static_cast<int>(status::in_progress)) {
-    log::error("UCX: copy request to '{}': {}", p->name,
-               p->gone() ? "the peer is gone" : "no answer within the deadline");
-    return p->gone() ? status::remote_disconnect : status::backend;
-  }
-  if (st != static_cast<int>(status::success))
-    log::error("UCX: copy request to '{}' ended with {}", p->name,
-               to_string(static_cast<status>(st)));
-  return static_cast<status>(st);
+  // the peer may have failed before the waiter was in place: nobody else would end it
+  if (p->gone()) fail_copy(token, status::remote_disconnect);
 }
 
 }  // namespace nixl::ucx::detail

@@ -15,6 +15,7 @@
 // UCX's cuda_ipc key (ucp_rkey_ptr), which UCX unpacks only where an endpoint has a cuda_ipc
 // lane (not for a process whose side is host memory).
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -193,53 +194,196 @@ void unpin_range(std::uintptr_t addr, std::size_t len) noexcept {
 
 }  // namespace gpu
 
-status gpu_copy(std::span<const gpu_item> items) noexcept {
-  cu::driver* d = drv();
-  if (d == nullptr) return status::backend;
-  constexpr std::size_t max_streams = 8;
-  std::pair<cu::CUcontext, cu::CUstream> used[max_streams];
-  std::size_t nused = 0;
-  status st = status::success;
-  auto report = [&](const char* what, cu::CUresult res, const gpu_item* it) noexcept {
+namespace {
+
+void sync_stream(cu::driver& d, void* ctx, void* stream, status& st) noexcept {
+  cu::ctx_scope cs(d, static_cast<cu::CUcontext>(ctx));
+  if (const cu::CUresult res = d.stream_sync(static_cast<cu::CUstream>(stream));
+      res != cu::success) {
     st = status::backend;
     try {
-      if (it == nullptr)
-        log::error("UCX: DRAM <-> VRAM copy: {}: {}", what, d->what(res));
-      else
-        log::error("UCX: DRAM <-> VRAM copy of {} bytes ({} -> {}): {}", it->len, it->src, it->dst,
-                   d->what(res));
+      log::error("UCX: DRAM <-> VRAM copy: cuStreamSynchronize: {}", d.what(res));
     } catch (...) {
     }
-  };
-  auto sync = [&](cu::CUcontext c, cu::CUstream s) {
-    cu::ctx_scope cs(*d, c);
-    if (const cu::CUresult res = d->stream_sync(s); res != cu::success)
-      report("cuStreamSynchronize", res, nullptr);
-  };
+  }
+}
+
+}  // namespace
+
+gpu_streams::~gpu_streams() {
+  cu::driver* d = drv();
+  if (d == nullptr || d->event_destroy == nullptr) return;
+  for (auto& [ctx, ev] : events)
+    if (ev != nullptr) {
+      cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
+      (void)d->event_destroy(static_cast<cu::CUevent>(ev));
+    }
+}
+
+status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record) noexcept {
+  g.n = 0;
+  g.recorded = 0;
+  cu::driver* d = drv();
+  if (d == nullptr) return status::backend;
+  status st = status::success;
   for (const gpu_item& it : items) {
     {
-      cu::ctx_scope cs(*d, it.ctx);
-      const cu::CUresult res =
-          cs.ok() ? d->memcpy_async(reinterpret_cast<cu::CUdeviceptr>(it.dst),
-                                    reinterpret_cast<cu::CUdeviceptr>(it.src), it.len, it.stream)
-                  : cu::error_invalid_context;
+      cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(it.ctx));
+      const cu::CUresult res = cs.ok()
+                                   ? d->memcpy_async(reinterpret_cast<cu::CUdeviceptr>(it.dst),
+                                                     reinterpret_cast<cu::CUdeviceptr>(it.src),
+                                                     it.len, static_cast<cu::CUstream>(it.stream))
+                                   : cu::error_invalid_context;
       if (res != cu::success) {
-        report("cuMemcpyAsync", res, &it);
+        st = status::backend;
+        try {
+          log::error("UCX: DRAM <-> VRAM copy of {} bytes ({} -> {}): {}", it.len, it.src, it.dst,
+                     d->what(res));
+        } catch (...) {
+        }
         break;
       }
     }
     bool seen = false;
-    for (std::size_t i = 0; i < nused; ++i) seen = seen || used[i].second == it.stream;
+    for (std::size_t i = 0; i < g.n; ++i) seen = seen || g.used[i].second == it.stream;
     if (seen) continue;
-    if (nused == max_streams) {
-      for (std::size_t i = 0; i < nused; ++i) sync(used[i].first, used[i].second);
-      nused = 0;
+    if (g.n == gpu_streams::max) {  // more streams than tracked: wait for those so far
+      for (std::size_t i = 0; i < g.n; ++i) sync_stream(*d, g.used[i].first, g.used[i].second, st);
+      g.n = 0;
     }
-    used[nused++] = {it.ctx, it.stream};
+    g.used[g.n++] = {it.ctx, it.stream};
   }
-  // Also after an error: what was issued finishes before the caller may reuse the buffers.
-  for (std::size_t i = 0; i < nused; ++i) sync(used[i].first, used[i].second);
+  const bool events = record && st == status::success && d->event_create != nullptr &&
+                      d->event_record != nullptr && d->event_query != nullptr &&
+                      d->event_destroy != nullptr;
+  // After an error too: what was issued finishes before the caller may reuse the buffers.
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < g.n; ++i) {
+    auto [ctx, stream] = g.used[i];
+    if (events) {
+      cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
+      auto& [ectx, ev] = g.events[k];
+      if (ev != nullptr && ectx != ctx) {  // an event of another context: replaced
+        cu::ctx_scope old(*d, static_cast<cu::CUcontext>(ectx));
+        (void)d->event_destroy(static_cast<cu::CUevent>(ev));
+        ev = nullptr;
+      }
+      constexpr unsigned disable_timing = 2;  // CU_EVENT_DISABLE_TIMING
+      cu::CUevent e = ev;
+      if (cs.ok() && (e != nullptr || d->event_create(&e, disable_timing) == cu::success)) {
+        ectx = ctx;
+        ev = e;
+        if (d->event_record(e, static_cast<cu::CUstream>(stream)) == cu::success) {
+          ++k;
+          continue;
+        }
+      }
+    }
+    sync_stream(*d, ctx, stream, st);  // no event: waited for here
+  }
+  g.recorded = k;
   return st;
+}
+
+status gpu_query(gpu_streams& g) noexcept {
+  cu::driver* d = drv();
+  if (d == nullptr) return status::backend;
+  while (g.recorded > 0) {
+    auto [ctx, ev] = g.events[g.recorded - 1];
+    const cu::CUresult res = d->event_query(static_cast<cu::CUevent>(ev));
+    if (res == cu::error_not_ready) return status::in_progress;
+    if (res != cu::success) {
+      try {
+        log::error("UCX: DRAM <-> VRAM copy: cuEventQuery: {}", d->what(res));
+      } catch (...) {
+      }
+      gpu_wait(g);
+      g.recorded = 0;
+      return status::backend;
+    }
+    --g.recorded;
+  }
+  return status::success;
+}
+
+void gpu_wait(const gpu_streams& used) noexcept {
+  cu::driver* d = drv();
+  if (d == nullptr) return;
+  status ignored = status::success;
+  for (std::size_t i = 0; i < used.n; ++i)
+    sync_stream(*d, used.used[i].first, used.used[i].second, ignored);
+}
+
+status gpu_copy(std::span<const gpu_item> items) noexcept {
+  gpu_streams g;
+  return gpu_issue(items, g, false);
+}
+
+void engine::gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept {
+  bool listed = false;
+  try {
+    std::lock_guard lk(gpu_mu_);
+    gpu_slots_.push_back(s);
+    listed = true;
+  } catch (...) {  // out of memory: the copies are waited for here
+  }
+  const status st = gpu_issue(items, s->gpu_used, listed);
+  if (st != status::success) {
+    int none = 0;
+    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+  }
+  if (listed && st == status::success && s->gpu_used.recorded > 0) {
+    gpu_pending_.fetch_add(1, std::memory_order_release);
+    if (has_progress_thread()) wake();  // it watches the events while they are pending
+    return;
+  }
+  if (listed) {
+    std::lock_guard lk(gpu_mu_);
+    std::erase(gpu_slots_, s);
+  }
+  flush_done(s);  // everything ended here
+}
+
+void engine::reap_gpu() noexcept {
+  std::array<std::pair<op_slot*, status>, 32> done{};
+  std::size_t n = 0;
+  {
+    std::unique_lock lk(gpu_mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return;  // another thread is reaping
+    for (std::size_t i = 0; i < gpu_slots_.size() && n < done.size();) {
+      op_slot* s = gpu_slots_[i];
+      const status st = s->gpu_used.recorded > 0 ? gpu_query(s->gpu_used) : status::in_progress;
+      if (st == status::in_progress) {
+        ++i;
+        continue;
+      }
+      done[n++] = {s, st};
+      gpu_slots_[i] = gpu_slots_.back();
+      gpu_slots_.pop_back();
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) finish_gpu(done[i].first, done[i].second);
+}
+
+void engine::finish_gpu(op_slot* s, status st) noexcept {
+  gpu_pending_.fetch_sub(1, std::memory_order_acq_rel);
+  if (st != status::success) {
+    int none = 0;
+    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+  }
+  flush_done(s);
+}
+
+void engine::wait_gpu(op_slot* s) noexcept {
+  {
+    std::lock_guard lk(gpu_mu_);
+    auto it = std::find(gpu_slots_.begin(), gpu_slots_.end(), s);
+    if (it == gpu_slots_.end()) return;  // ended already
+    gpu_slots_.erase(it);
+  }
+  gpu_wait(s->gpu_used);
+  const status st = gpu_query(s->gpu_used);
+  finish_gpu(s, st == status::in_progress ? status::backend : st);
 }
 
 }  // namespace nixl::ucx::detail

@@ -73,6 +73,7 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (!p->failed.exchange(true, std::memory_order_acq_rel))
     log::write(lv, "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
                p->name, why);
+  fail_copies_of(p);
   if (waker_ != nullptr) waker_->notify();  // its requests end now
 }
 

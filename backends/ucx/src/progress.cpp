@@ -109,8 +109,9 @@ void engine::run() noexcept {
     int n = 0;
     if (busy) {
       n = ::epoll_wait(epoll_fd_.get(), evs, 16, 0);
-    } else if (any_driven) {
-      const timespec ts{0, tick_ns};
+    } else if (any_driven || gpu_pending()) {
+      // driver copies pending: their events are looked at every 20 us (no wake-up comes)
+      const timespec ts{0, gpu_pending() ? 20'000 : tick_ns};
       n = ::epoll_pwait2(epoll_fd_.get(), evs, 16, &ts, nullptr);
       if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_.get(), evs, 16, 1);
     } else {
@@ -118,6 +119,7 @@ void engine::run() noexcept {
       if (n == 0) sleep_ms = std::min(sleep_ms * 2, timeout_ms_);
     }
     for (std::size_t i = 0; i < nw; ++i) watch_[i].armed_sleep.store(0, std::memory_order_relaxed);
+    if (gpu_pending()) reap_gpu();  // driver copies whose events say they ended
     if (const std::int64_t t = now_ns(); t - last_local_check > 10'000'000) {
       last_local_check = t;
       check_local_peers();

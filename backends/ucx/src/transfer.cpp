@@ -319,6 +319,9 @@ status backend::release(request& r) noexcept {
       for (const chunk& c : r.chunks_)
         if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);
     }
+    // The driver's copies cannot be taken back: they end before release returns, so that no
+    // byte of them lands afterwards.
+    if (s->busy()) eng_->wait_gpu(s);
   }
   if (!eng_->detach(s)) eng_->release_slot(s);
   r.slot_ = nullptr;

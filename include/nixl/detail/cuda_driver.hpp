@@ -29,6 +29,7 @@ using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 using CUcontext = void*;
 using CUstream = void*;
+using CUevent = void*;
 struct CUuuid {
   char bytes[16];
 };
@@ -77,6 +78,10 @@ struct driver {
   CUresult (*stream_query)(CUstream) = nullptr;
   CUresult (*stream_sync)(CUstream) = nullptr;
   CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, std::size_t, CUstream) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
   CUresult (*dtoh_async)(void*, CUdeviceptr, std::size_t, CUstream) = nullptr;
   CUresult (*htod_async)(CUdeviceptr, const void*, std::size_t, CUstream) = nullptr;
   CUresult (*host_alloc)(void**, std::size_t, unsigned) = nullptr;
@@ -212,6 +217,10 @@ struct driver {
     want(stream_query, "cuStreamQuery");
     want(stream_sync, "cuStreamSynchronize");
     want(memcpy_async, "cuMemcpyAsync");
+    want(event_create, "cuEventCreate");
+    want(event_record, "cuEventRecord");
+    want(event_query, "cuEventQuery");
+    want(event_destroy, "cuEventDestroy_v2");
     want(dtoh_async, "cuMemcpyDtoHAsync_v2");
     want(htod_async, "cuMemcpyHtoDAsync_v2");
     want(host_alloc, "cuMemHostAlloc");

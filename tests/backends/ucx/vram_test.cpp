@@ -4,6 +4,8 @@
 // CUDA) and a GPU; each case skips with the reason otherwise. A second GPU is used when present
 // (GPU 0 <-> GPU 1); with one, both sides are on GPU 0.
 
+#include <algorithm>
+
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
@@ -257,6 +259,53 @@ TEST_CASE("ucx vram: VRAM <-> DRAM in one process", "[ucx][vram]") {
   std::memcpy(got.data(), remote_host.data(), n);
   CHECK(got == expected_blocks(1, 1, n, 0));
   REQUIRE(wait(w3) == status::success);
+}
+
+// host_vram_copy=cuda: post issues the driver's copies and returns; requests overlap, each
+// ends with its data in place and its notification after it, and a release in flight waits
+// for the copies (they cannot be taken back), so the bytes are in place when it returns.
+TEST_CASE("ucx vram: driver copies in flight: four requests at once, release in flight",
+          "[ucx][vram]") {
+  NEED_UCX_VRAM();
+  vram_pair p(nixl::params{{"host_vram_copy", "cuda"}});
+  constexpr std::size_t k = 4, part = std::size_t{16} << 20, n = k * part;
+  static_assert(n <= vram_pair::size);
+  ucx_test::buffer host(n);
+  p.ini.register_memory(cuda_test::reg(mem_kind::dram, host.addr(), n, 0));
+  std::vector<std::uint8_t> pat(n);
+  cuda_test::fill(pat, 11);
+  std::memcpy(host.data(), pat.data(), n);
+  std::vector<ucx_agent::xfer_request> rs;
+  for (std::size_t i = 0; i < k; ++i)
+    rs.push_back(p.ini.create_request(
+        xfer_op::write, blocks(mem_kind::dram, host.addr() + i * part, 1, part, 0, 0),
+        blocks(mem_kind::vram, p.dst.addr() + i * part, 1, part, 0, p.dst.dev), "tgt",
+        {.notif = "part-" + std::to_string(i)}));
+  for (auto& r : rs) {
+    const status st = r.post();
+    REQUIRE((st == status::in_progress || st == status::success));
+  }
+  for (auto& r : rs) REQUIRE(wait(r) == status::success);
+  nixl::notif_map seen;  // every notification, in any order
+  REQUIRE(ucx_test::wait_done([&] {
+            p.tgt.notifications(seen);
+            if (seen["ini"].size() >= k) return status::success;
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            return status::in_progress;
+          }) == status::success);
+  auto got = seen["ini"];
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"part-0", "part-1", "part-2", "part-3"});
+  CHECK(p.dst.download(0, n) == pat);
+  // released while the driver copies run: when release returns they are done
+  cuda_test::fill(pat, 12);
+  std::memcpy(host.data(), pat.data(), n);
+  auto w = p.ini.create_request(xfer_op::write, blocks(mem_kind::dram, host.addr(), 1, n, 0, 0),
+                                blocks(mem_kind::vram, p.dst.addr(), 1, n, 0, p.dst.dev), "tgt",
+                                {.notif = "released"});
+  (void)w.post();
+  CHECK(w.release() == status::success);
+  CHECK(p.dst.download(0, n) == pat);
 }
 
 TEST_CASE("ucx vram: two processes, GPU 0 -> GPU 1, WRITE and READ, notifications", "[ucx][vram]") {

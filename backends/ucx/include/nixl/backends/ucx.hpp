@@ -277,22 +277,6 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (s == nullptr) return status::invalid_param;
   if (s->busy()) return status::repost_active;
   if (r.peer_->gone()) return status::remote_disconnect;
-  // DRAM <-> VRAM of this host: the driver's copies end here, before the flush that precedes
-  // the notification.
-  if (!r.gpu_.empty()) {
-    if (const status g = detail::gpu_copy(r.gpu_); g != status::success) [[unlikely]] {
-      if (notif) eng_->send_abort(r.peer_, r.ep_, r.worker_, *notif, false);
-      return g;
-    }
-  }
-  if (!r.copy_msg_.empty()) {
-    if (const status c = eng_->delegate_copy(r.peer_, r.worker_, r.copy_msg_); c != status::success)
-        [[unlikely]] {
-      if (notif) eng_->send_abort(r.peer_, r.ep_, r.worker_, *notif, false);
-      return c;
-    }
-  }
-
   s->has_notif = notif.has_value();
   if (notif) {
     const std::string& prefix = eng_->notif_prefix();
@@ -304,11 +288,21 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   s->ep = r.ep_;
   s->worker = r.worker_;
   const std::size_t nchunks = r.chunks_.empty() ? 1 : r.chunks_.size();
-  // One count per chunk's flush, one per put/get UCX keeps, and one held while posting (so that
-  // no callback can end the request before every operation of it is counted).
-  s->flushes.store(static_cast<int>(nchunks) + 1, std::memory_order_relaxed);
+  const bool copy = !r.copy_msg_.empty();
+  const bool gpu = !r.gpu_.empty();
+  // One count per chunk's flush, one per put/get UCX keeps, one for the peer's answer to a
+  // copy request, one for this host's driver copies, and one held while posting (so that no
+  // callback can end the request before every operation of it is counted).
+  s->flushes.store(static_cast<int>(nchunks) + 1 + (copy ? 1 : 0) + (gpu ? 1 : 0),
+                   std::memory_order_relaxed);
   s->failure.store(0, std::memory_order_relaxed);
   s->start();
+  // DRAM <-> VRAM of this host: the driver copies while UCX moves the rest; the notification
+  // goes out once both are done.
+  if (gpu) eng_->gpu_start(s, r.gpu_);
+  // VRAM here and host memory of the peer: the peer copies, and answers while this request's
+  // puts move the rest; the notification goes out once both are done.
+  if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_);
 
   if (r.chunks_.empty()) {
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
@@ -373,6 +367,9 @@ inline status backend::check(request& r) noexcept {
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
+    if (const auto d = s->copy_deadline_ns.load(std::memory_order_relaxed); d != 0) [[unlikely]]
+      if (std::chrono::steady_clock::now().time_since_epoch() > std::chrono::nanoseconds(d))
+        eng_->expire_copy(s);
     eng_->poll(r.worker_, r.peer_);
     for (const chunk& c : r.chunks_)
       if (c.worker != r.worker_) eng_->poll(c.worker, nullptr);

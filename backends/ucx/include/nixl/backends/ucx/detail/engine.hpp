@@ -58,6 +58,12 @@ struct op_slot : nixl::detail::completion {
   /// The peer of the request (set by prepare): what `engine::handles_in_use` counts per peer.
   std::atomic<peer_state*> peer{nullptr};
   std::string notif;  ///< encoded notification (sender name + message), capacity reused
+  /// A copy request of this request awaiting the peer's answer: its token, and when it is
+  /// given up (steady clock, ns; 0: none pending).
+  std::uint64_t copy_token = 0;
+  std::atomic<std::int64_t> copy_deadline_ns{0};
+  /// The streams of this request's DRAM <-> VRAM driver copies and the events after them.
+  gpu_streams gpu_used;
 };
 
 /// One remote agent (or this agent itself, for loopback).
@@ -181,6 +187,8 @@ class engine {
   /// when no thread watches.
   void poll(std::uint32_t i, peer_state* p) noexcept {
     note_user_poll(i);
+    if (gpu_pending_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      reap_gpu();
     ucp_worker_progress(workers_[i].get());
     if (!thread_.joinable() && p != nullptr && (p->pidfd >= 0 || p->local_alive)) probe(p);
   }
@@ -212,12 +220,29 @@ class engine {
   static constexpr unsigned copy_am_id = 0x43;   // 'C': a copy request (wire.hpp)
   static constexpr unsigned ack_am_id = 0x41;    // 'A': its answer
   static constexpr unsigned abort_am_id = 0x58;  // 'X': an abort notice (notification format)
-  /// How long a post waits for the peer to answer a copy request.
+  /// How long a request waits for the peer to answer its copy request.
   static constexpr std::chrono::seconds copy_deadline{30};
 
-  /// Sends copy request `msg` (encoded without its token) to `p` on worker `w` and waits for
-  /// the answer, bounded by `copy_deadline` and the peer's failure.
-  status delegate_copy(peer_state* p, std::uint32_t w, std::string& msg) noexcept;
+  /// Sends copy request `msg` (encoded without its token) of posted slot `s` to `p` on worker
+  /// `w`, without waiting: the answer (or the send's failure, the peer's failure, or
+  /// `copy_deadline` seen by `expire_copy`) ends one of the slot's counts, as a flush does.
+  void delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg) noexcept;
+  /// Issues the driver copies of posted slot `s` without waiting: their end is one of the
+  /// slot's counts, ended by `reap_gpu` (or here, when they ended before this returns).
+  void gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept;
+  /// Ends the count of every slot whose driver copies have ended (their events): called by
+  /// every poll while copies are pending, and by the progress thread.
+  void reap_gpu() noexcept;
+  /// Waits for `s`'s driver copies, then ends their count (a release in flight).
+  void wait_gpu(op_slot* s) noexcept;
+  /// Slots whose driver copies run.
+  bool gpu_pending() const noexcept { return gpu_pending_.load(std::memory_order_relaxed) != 0; }
+  /// Gives up `s`'s copy request: its deadline passed (called by `check`).
+  void expire_copy(op_slot* s) noexcept;
+  /// Ends the copy request of `token`, if still awaited, with failure `st`.
+  void fail_copy(std::uint64_t token, status st) noexcept;
+  /// Ends every awaited copy request to `p` with remote_disconnect (`p` failed).
+  void fail_copies_of(const peer_state* p) noexcept;
   /// Host memory registered with this backend (the ranges a copy request may touch).
   void add_host_region(std::uintptr_t addr, std::size_t len);
   void remove_host_region(std::uintptr_t addr, std::size_t len) noexcept;
@@ -306,7 +331,16 @@ class engine {
   // process's table of CUDA IPC mappings with this engine as keeper
   std::mutex copy_mu_;
   std::multimap<std::uintptr_t, std::size_t> host_regions_;
-  std::map<std::uint64_t, std::atomic<int>*> copy_waiters_;
+  std::map<std::uint64_t, op_slot*> copy_waiters_;  ///< copy requests awaiting their answer
+  /// Slots whose driver copies run (gpu_start), and how many.
+  std::mutex gpu_mu_;
+  std::vector<op_slot*> gpu_slots_;
+  std::atomic<int> gpu_pending_{0};
+  void finish_gpu(op_slot* s, status st) noexcept;
+  /// Takes the waiter of `token` out of copy_waiters_; null when its answer was handled.
+  op_slot* take_copy_waiter(std::uint64_t token) noexcept;
+  /// Ends `s`'s copy count with `st` (success, or the first failure of the request).
+  static void copy_done(op_slot* s, status st) noexcept;
   std::atomic<std::uint64_t> copy_token_{1};
 
   nixl::detail::unique_fd epoll_fd_;

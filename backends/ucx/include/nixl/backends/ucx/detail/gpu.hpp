@@ -5,11 +5,13 @@
 /// (loaded at run time; absent: the path is off) copies instead, from pinned host memory.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <utility>
 
 #include <nixl/detail/cuda_ipc.hpp>
 #include <nixl/status.hpp>
@@ -52,6 +54,31 @@ struct host_map_slot {
   std::size_t len = 0;
 };
 
+/// The streams (context, stream) that a request's driver copies went out on, and an event per
+/// stream recorded after them (created at the first use, kept for the next; destroyed with
+/// this object).
+struct gpu_streams {
+  static constexpr std::size_t max = 8;
+  std::array<std::pair<void*, void*>, max> used{};
+  std::array<std::pair<void*, void*>, max> events{};  ///< (context, event)
+  std::size_t n = 0;
+  std::size_t recorded = 0;  ///< events recorded after the last issue
+  gpu_streams() = default;
+  gpu_streams(const gpu_streams&) = delete;
+  gpu_streams& operator=(const gpu_streams&) = delete;
+  ~gpu_streams();
+};
+
+/// Issues the copies of `items`. With `record`, it does not wait: an event after them on each
+/// stream used (`g.recorded`) tells their end to `gpu_query`. It waits instead without
+/// `record`, for the streams beyond the 8 it tracks, for a stream whose event cannot be
+/// recorded, and, after an error (`backend`), for everything issued.
+status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record) noexcept;
+/// Whether the copies of the last gpu_issue have ended: in_progress, success, or backend (an
+/// event reported an error).
+status gpu_query(gpu_streams& g) noexcept;
+/// Waits for the copies issued on `g`.
+void gpu_wait(const gpu_streams& g) noexcept;
 /// Copies every item and waits for them (the data is in place on `success`).
 status gpu_copy(std::span<const gpu_item> items) noexcept;
 

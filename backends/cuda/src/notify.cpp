@@ -38,12 +38,14 @@ void set_message_length(std::string& head, std::size_t n) noexcept {
   std::memcpy(head.data() + 8, &v, sizeof(v));
 }
 
-bool parse_datagram(std::span<const char> d, std::string_view& sender,
-                    std::string_view& msg) noexcept {
+bool parse_datagram(std::span<const char> d, std::string_view& sender, std::string_view& msg,
+                    bool& abort) noexcept {
   try {
     nixl::detail::reader r(std::string_view(d.data(), d.size()), "CUDA notification");
     if (r.u32("magic") != notif_magic || r.u8("version") != notif_version) return false;
-    (void)r.u8("reserved");
+    const std::uint8_t kind = r.u8("kind");
+    if (kind > static_cast<std::uint8_t>(notif_kind_abort)) return false;
+    abort = kind == static_cast<std::uint8_t>(notif_kind_abort);
     const std::size_t ns = r.u16("sender length");
     const std::size_t ms = r.u32("message length");
     if (ns > max_agent_name || ms > max_notif_message || r.remaining() != ns + ms) return false;
@@ -83,7 +85,9 @@ notif_socket::notif_socket() : buf_(notif_header + max_agent_name + max_notif_me
     raise(status::backend, "bind(AF_UNIX abstract \"{}\"): {}", name_, std::strerror(errno));
 }
 
-void notif_socket::drain(nixl::notif_map& out) {
+void notif_socket::drain(nixl::detail::notif_inbox& inbox) {
+  using kind = nixl::detail::notif_inbox::kind;
+  std::lock_guard lk(drain_mu_);
   for (;;) {
     const ssize_t n = ::recv(fd_.get(), buf_.data(), buf_.size(), MSG_TRUNC);
     if (n < 0) {
@@ -98,11 +102,13 @@ void notif_socket::drain(nixl::notif_map& out) {
       continue;
     }
     std::string_view sender, msg;
-    if (!parse_datagram({buf_.data(), static_cast<std::size_t>(n)}, sender, msg)) {
+    bool abort = false;
+    if (!parse_datagram({buf_.data(), static_cast<std::size_t>(n)}, sender, msg, abort)) {
       nixl::log::warn("CUDA notifications: dropped a malformed datagram of {} bytes", n);
       continue;
     }
-    out[std::string(sender)].emplace_back(msg);
+    if (!inbox.push(abort ? kind::abort : kind::notification, sender, msg))
+      nixl::log::warn("CUDA notifications: out of memory; a message from '{}' was dropped", sender);
   }
 }
 

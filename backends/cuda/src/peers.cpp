@@ -191,7 +191,13 @@ void backend::notify(peer& p, std::string_view msg) {
 }
 
 void backend::take_notifications(nixl::notif_map& out) {
-  st_->socket.drain(out);
+  st_->socket.drain(st_->inbox);
+  st_->inbox.take(nixl::detail::notif_inbox::kind::notification, out);
+}
+
+void backend::take_aborts(nixl::notif_map& out) {
+  st_->socket.drain(st_->inbox);
+  st_->inbox.take(nixl::detail::notif_inbox::kind::abort, out);
 }
 
 }  // namespace nixl::cuda

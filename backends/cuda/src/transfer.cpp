@@ -199,7 +199,30 @@ void backend::prepare(request& req, xfer_op op, std::span<const nixl::bound_desc
 
 nixl::status backend::query_failed(request& req, cudaError_t e) noexcept {
   detail::report_cuda(e, "cudaEventQuery", __FILE__, __LINE__);
+  return issue_failed(req);
+}
+
+nixl::status backend::issue_failed(request& req) noexcept {
+  if (req.notify) {
+    for (detail::lane& ln : req.lanes) (void)cudaEventSynchronize(ln.done.get());
+    send_abort(req);
+  }
   return req.state.end(status::backend);
+}
+
+void backend::send_abort(request& req) noexcept {
+  if (req.target == nullptr || req.datagram.size() <= detail::notif_kind_at) return;
+  req.notify = false;  // once
+  req.datagram[detail::notif_kind_at] = detail::notif_kind_abort;
+  const int rc = st_->socket.send(req.target->socket, req.datagram);
+  req.datagram[detail::notif_kind_at] = 0;
+  if (rc != 0) {
+    try {
+      nixl::log::debug("CUDA backend: abort notice to '{}' not sent: {}", req.target->agent,
+                       std::strerror(rc));
+    } catch (...) {
+    }
+  }
 }
 
 nixl::status backend::notify_failed(request& req, int err) noexcept {

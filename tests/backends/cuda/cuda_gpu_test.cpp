@@ -498,11 +498,23 @@ TEST_CASE("cuda gpu: one request over two GPUs; a request released in flight com
     seeds.push_back(i % 2 == 0 ? 1 : 2);
   }
   REQUIRE(l.size() > 32);
+  status posted = status::success;
   {
-    auto req = a.create_request(xfer_op::write, nixl::xfer_dlist(mem_kind::vram, l),
-                                nixl::xfer_dlist(mem_kind::vram, r), "lanes");
-    req.post();
+    auto req =
+        a.create_request(xfer_op::write, nixl::xfer_dlist(mem_kind::vram, l),
+                         nixl::xfer_dlist(mem_kind::vram, r), "lanes", {.notif = "released-early"});
+    posted = req.post();
     // released while in flight: release waits for the copies before freeing their state
+  }
+  if (posted == status::in_progress) {
+    // it carried a notification: an abort notice comes instead, the notification never
+    nixl::notif_map aborts, notifs;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (aborts["lanes"].empty() && std::chrono::steady_clock::now() < end)
+      a.aborted_notifications(aborts);
+    CHECK(aborts["lanes"] == std::vector<std::string>{"released-early"});
+    a.notifications(notifs);
+    CHECK(notifs["lanes"].empty());
   }
   auto got = t.download(0, t.n);
   std::vector<std::uint8_t> want(t.n);

@@ -70,32 +70,41 @@ TEST_CASE("cuda: notification datagrams are bounded and checked", "[cuda]") {
   };
   std::string d = datagram("sender", "hello");
   std::string_view s, m;
-  REQUIRE(parse_datagram(d, s, m));
+  bool abort = true;
+  REQUIRE(parse_datagram(d, s, m, abort));
   CHECK(s == "sender");
   CHECK(m == "hello");
-  REQUIRE(parse_datagram(datagram("sender", ""), s, m));
+  CHECK_FALSE(abort);
+  // the kind byte: 1 is an abort notice, anything above is refused
+  std::string a = d;
+  a[notif_kind_at] = notif_kind_abort;
+  REQUIRE(parse_datagram(a, s, m, abort));
+  CHECK((abort && m == "hello"));
+  a[notif_kind_at] = 2;
+  CHECK_FALSE(parse_datagram(a, s, m, abort));
+  REQUIRE(parse_datagram(datagram("sender", ""), s, m, abort));
   CHECK(m.empty());
   // a request replaces the message after the same prefix at each post
   const std::size_t prefix = d.size() - 5;
   finish_datagram(d, prefix, "a longer message");
-  REQUIRE(parse_datagram(d, s, m));
+  REQUIRE(parse_datagram(d, s, m, abort));
   CHECK(m == "a longer message");
   finish_datagram(d, prefix, "x");
-  REQUIRE(parse_datagram(d, s, m));
+  REQUIRE(parse_datagram(d, s, m, abort));
   CHECK((s == "sender" && m == "x"));
   CHECK(code_of([&] { (void)datagram(std::string(max_agent_name + 1, 'a'), "x"); }) ==
         status::invalid_param);
   // every truncation and any trailing byte is refused
   for (std::size_t n = 0; n < d.size(); ++n)
-    CHECK_FALSE(parse_datagram(std::span(d.data(), n), s, m));
+    CHECK_FALSE(parse_datagram(std::span(d.data(), n), s, m, abort));
   std::string longer = d + "x";
-  CHECK_FALSE(parse_datagram(longer, s, m));
+  CHECK_FALSE(parse_datagram(longer, s, m, abort));
   // random garbage never parses as a different length
   std::mt19937 rng(7);
   for (int i = 0; i < 2000; ++i) {
     std::string g(rng() % 64, '\0');
     for (auto& c : g) c = static_cast<char>(rng());
-    if (parse_datagram(g, s, m)) CHECK(g.size() == notif_header + s.size() + m.size());
+    if (parse_datagram(g, s, m, abort)) CHECK(g.size() == notif_header + s.size() + m.size());
   }
 }
 

@@ -143,9 +143,13 @@ class backend {
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
   /// Polls the events, then sends the notification; never blocks nor allocates.
   nixl::status check(request& req) noexcept;
-  /// Waits for a posted request to finish (copies cannot be cancelled) and frees it.
+  /// Waits for a posted request to finish (copies cannot be cancelled) and frees it. A request
+  /// in flight with a notification sends an abort notice instead, after its copies ended.
   nixl::status release(request& req) noexcept {
+    const bool in_flight = req.state.busy();
     req.lanes.clear();  // the event handles wait for what is in flight
+    if (in_flight && req.notify) [[unlikely]]
+      send_abort(req);
     req.state.reset();
     req.target = nullptr;
     return nixl::status::success;
@@ -167,6 +171,9 @@ class backend {
   // notifications
   void notify(peer& p, std::string_view msg);
   void take_notifications(nixl::notif_map& out);
+  /// Abort notices from peers (docs/error-model.md): their requests that carried a
+  /// notification and ended without success.
+  void take_aborts(nixl::notif_map& out);
 
   /// GPUs visible to this process (0 when none).
   static int device_count() noexcept;
@@ -181,6 +188,12 @@ class backend {
   cudaStream_t take_stream(int device);
   [[gnu::cold]] nixl::status query_failed(request& req, cudaError_t e) noexcept;
   [[gnu::cold]] nixl::status notify_failed(request& req, int err) noexcept;
+  /// The request's notification sent as an abort notice (once; dropped when the target's
+  /// queue is full or the target is gone).
+  [[gnu::cold]] void send_abort(request& req) noexcept;
+  /// A lane's copies could not be issued or failed: what was issued ends, then the request
+  /// fails (with an abort notice when it carried a notification).
+  [[gnu::cold]] nixl::status issue_failed(request& req) noexcept;
 
   std::unique_ptr<detail::backend_state> st_;  // stable address; the backend moves
 };
@@ -199,7 +212,8 @@ inline nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept 
   req.next_lane = 0;
   req.notifying = false;
   for (detail::lane& ln : req.lanes)
-    if (!ln.issue()) return req.state.end(nixl::status::backend);
+    if (!ln.issue()) [[unlikely]]
+      return issue_failed(req);
   req.state.start();
   return check(req);
 }
@@ -223,7 +237,7 @@ inline nixl::status backend::check(request& req) noexcept {
 }
 
 static_assert(nixl::loopback_backend<backend> && nixl::remote_backend<backend> &&
-              nixl::notifying_backend<backend>);
+              nixl::notifying_backend<backend> && nixl::aborting_backend<backend>);
 static_assert(nixl::backend_for_all<backend, route<vram_t, vram_t>, route<dram_t, vram_t>,
                                     route<vram_t, dram_t>>);
 static_assert(nixl::backend_for_none<backend, route<dram_t, dram_t>>);

@@ -4,8 +4,9 @@
 /// disappears with the process). Internal.
 ///
 /// Datagram layout (little-endian, nixl::detail::codec): u32 magic "NXCN", u8 version (1),
-/// u8 0, u16 sender length, u32 message length, sender agent name, message. Lengths are checked
-/// against the datagram size; anything else is dropped.
+/// u8 kind (0: a notification, 1: an abort notice), u16 sender length, u32 message length,
+/// sender agent name, message. Lengths are checked against the datagram size; anything else
+/// (another kind included) is dropped.
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -14,11 +15,13 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/memory.hpp>
 
@@ -27,6 +30,8 @@ namespace nixl::cuda::detail {
 inline constexpr std::uint32_t notif_magic = 0x4e43584e;  // "NXCN"
 inline constexpr std::uint8_t notif_version = 1;
 inline constexpr std::size_t notif_header = 12;
+inline constexpr std::size_t notif_kind_at = 5;  ///< offset of the kind byte
+inline constexpr char notif_kind_abort = 1;
 inline constexpr std::size_t max_agent_name = 1024;
 /// Largest message a notification carries.
 inline constexpr std::size_t max_notif_message = 60 * 1024;
@@ -50,9 +55,9 @@ inline void finish_datagram(std::string& out, std::size_t prefix, std::string_vi
   set_message_length(out, msg.size());
 }
 
-/// Parses one datagram; false when it is malformed.
-bool parse_datagram(std::span<const char> d, std::string_view& sender,
-                    std::string_view& msg) noexcept;
+/// Parses one datagram; false when it is malformed. `abort`: an abort notice.
+bool parse_datagram(std::span<const char> d, std::string_view& sender, std::string_view& msg,
+                    bool& abort) noexcept;
 
 class notif_socket {
  public:
@@ -83,10 +88,11 @@ class notif_socket {
       return errno == EWOULDBLOCK ? EAGAIN : errno;
     }
   }
-  /// Appends every queued notification to `out`.
-  void drain(nixl::notif_map& out);
+  /// Moves every queued datagram into `inbox`, by kind.
+  void drain(nixl::detail::notif_inbox& inbox);
 
  private:
+  std::mutex drain_mu_;  // buf_
   nixl::detail::unique_fd fd_;
   std::string name_;
   std::vector<char> buf_;

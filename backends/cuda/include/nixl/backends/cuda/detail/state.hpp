@@ -34,7 +34,8 @@ struct backend_state {
   config cfg;
   std::string agent;
   notif_socket socket;
-  std::mutex mu;  // setup path: streams, peer access, extra IPC mappings
+  nixl::detail::notif_inbox inbox;  // what the socket received, by kind
+  std::mutex mu;                    // setup path: streams, peer access, extra IPC mappings
   std::vector<std::unique_ptr<device_state>> devs;
 };
 

@@ -97,6 +97,9 @@ class nixlAgent {
   nixl_status_t getXferTelemetry(const nixlXferReqH* req_hndl, nixl_xfer_telem_t& telemetry) const;
   nixl_status_t queryXferBackend(const nixlXferReqH* req_hndl, nixlBackendH*& backend) const;
   nixl_status_t releaseXferReq(nixlXferReqH* req_hndl) const;
+  /// nixl-cpp's own (docs/waiting.md): sleeps until the request ends, then answers what
+  /// getXferStatus would; NIXL_IN_PROG when `timeout` passed first.
+  nixl_status_t waitXferReq(nixlXferReqH* req_hndl, std::chrono::microseconds timeout) const;
   /// The GPU device API is not part of this build: NIXL_ERR_NOT_SUPPORTED.
   nixl_status_t prepMemView(const nixl_remote_dlist_t& dlist, nixlMemViewH& mvh,
                             const nixl_opt_args_t* extra_params = nullptr) const;
@@ -111,6 +114,15 @@ class nixlAgent {
   /// messages of its transfers that ended without success; docs/error-model.md).
   nixl_status_t getAbortedNotifs(nixl_notifs_t& notif_map,
                                  const nixl_opt_args_t* extra_params = nullptr);
+  /// nixl-cpp's own: sleeps until notifications arrive and appends them (NIXL_SUCCESS), or
+  /// answers NIXL_IN_PROG when `timeout` passed first.
+  nixl_status_t waitNotifs(nixl_notifs_t& notif_map, std::chrono::microseconds timeout,
+                           const nixl_opt_args_t* extra_params = nullptr);
+  /// nixl-cpp's own: the agent's event fd, readable when one of its requests ends or a
+  /// notification or abort notice arrives (for poll/epoll; the agent keeps it), and emptying
+  /// it before looking at requests and notifications (docs/waiting.md).
+  int getEventFd();
+  void drainEvents();
   nixl_status_t genNotif(const std::string& remote_agent, const nixl_blob_t& msg,
                          const nixl_opt_args_t* extra_params = nullptr) const;
 

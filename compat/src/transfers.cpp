@@ -1,5 +1,6 @@
 // nixlAgent: prepared lists, transfer requests, telemetry and notifications.
 
+#include <algorithm>
 #include <chrono>
 
 #include "compat.hpp"
@@ -170,6 +171,13 @@ nixl_status_t nixlAgent::getXferStatus(nixlXferReqH* req_hndl) const {
   return to_nixl(req_hndl->req.status());
 }
 
+nixl_status_t nixlAgent::waitXferReq(nixlXferReqH* req_hndl,
+                                     std::chrono::microseconds timeout) const {
+  if (!ours(*data, req_hndl)) [[unlikely]]
+    return NIXL_ERR_INVALID_PARAM;
+  return to_nixl(req_hndl->req.wait(std::max(timeout, std::chrono::microseconds(0))));
+}
+
 nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
                                           nixl_xfer_telem_t& telemetry) const {
   if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;
@@ -222,6 +230,24 @@ nixl_status_t nixlAgent::getAbortedNotifs(nixl_notifs_t& notif_map,
   return guarded("getAbortedNotifs", [&] {
     data->agent().aborted_notifications(notif_map, data->options(extra_params));
   });
+}
+
+nixl_status_t nixlAgent::waitNotifs(nixl_notifs_t& notif_map, std::chrono::microseconds timeout,
+                                    const nixl_opt_args_t* extra_params) {
+  bool got = false;
+  const nixl_status_t st = guarded("waitNotifs", [&] {
+    got = data->agent().wait_notifications(
+        notif_map, std::max(timeout, std::chrono::microseconds(0)), data->options(extra_params));
+  });
+  return st != NIXL_SUCCESS ? st : got ? NIXL_SUCCESS : NIXL_IN_PROG;
+}
+
+int nixlAgent::getEventFd() {
+  return data->agent().event_fd();
+}
+
+void nixlAgent::drainEvents() {
+  data->agent().drain_events();
 }
 
 nixl_status_t nixlAgent::genNotif(const std::string& remote_agent, const nixl_blob_t& msg,

@@ -404,6 +404,34 @@ static void test_agents(void) {
         msg_len == 3 && memcmp(msg, "a\0b", 3) == 0);
   nixl_capi_notif_map_clear(map);
 
+  /* nixl-cpp's waits: at the deadline IN_PROG; a notification ends the wait at once; a request
+   * waited for ends with its status and its data in place; the event fd is the agent's. */
+  int efd = -1;
+  CHECK(nixl_capi_get_event_fd(tgt, &efd) == NIXL_CAPI_SUCCESS && efd >= 0);
+  CHECK(nixl_capi_get_event_fd(NULL, &efd) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_drain_events(tgt) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_wait_notifs(tgt, map, 1000, NULL) == NIXL_CAPI_IN_PROG);
+  CHECK(nixl_capi_gen_notif(ini, "c-target", "w", 1, NULL) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_wait_notifs(tgt, map, 10 * 1000 * 1000, NULL) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_notif_map_get_notif(map, "c-init", 0, &msg, &msg_len) == NIXL_CAPI_SUCCESS &&
+        msg_len == 1 && memcmp(msg, "w", 1) == 0);
+  CHECK(nixl_capi_wait_notifs(NULL, map, 0, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  nixl_capi_notif_map_clear(map);
+  {
+    nixl_capi_xfer_req_t w = NULL;
+    fill(src, N, 7);
+    fill(dst, N, 0);
+    REQUIRE(nixl_capi_create_xfer_req(ini, NIXL_CAPI_XFER_OP_WRITE, xs, xd, "c-target", &w, NULL) ==
+            NIXL_CAPI_SUCCESS);
+    const nixl_capi_status_t ps = nixl_capi_post_xfer_req(ini, w, NULL);
+    CHECK((ps == NIXL_CAPI_SUCCESS || ps == NIXL_CAPI_IN_PROG));
+    CHECK(nixl_capi_wait_xfer(ini, w, 10 * 1000 * 1000) == NIXL_CAPI_SUCCESS);
+    CHECK(holds(dst, N, 7));
+    CHECK(nixl_capi_wait_xfer(NULL, w, 0) == NIXL_CAPI_ERROR_INVALID_PARAM);
+    REQUIRE(nixl_capi_release_xfer_req(ini, w) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_destroy_xfer_req(w) == NIXL_CAPI_SUCCESS);
+  }
+
   /* Prepared lists and index requests: READ blocks 3,2 of the target into blocks 0,1. */
   nixl_capi_xfer_dlist_t ls = NULL, ld = NULL;
   REQUIRE(nixl_capi_create_xfer_dlist(NIXL_CAPI_MEM_DRAM, &ls) == NIXL_CAPI_SUCCESS);

@@ -267,6 +267,43 @@ TEST_CASE("compat: two UCX agents, WRITE and READ with notifications", "[compat]
   CHECK(p.b.deregisterMem(dst_reg) == NIXL_SUCCESS);
 }
 
+TEST_CASE("compat: waitXferReq, waitNotifs and the event fd (nixl-cpp's own)", "[compat][ucx]") {
+  if (!has_plugin("UCX")) NIXL_SKIP("this build has no UCX backend");
+  ucx_pair p(true);
+  const std::size_t n = 1 << 20;
+  buffer src(n, 3), dst(n, 4);
+  REQUIRE(p.a.registerMem(reg_list(DRAM_SEG, {nixlBlobDesc(src.addr(), n, 0, "")})) ==
+          NIXL_SUCCESS);
+  REQUIRE(p.b.registerMem(reg_list(DRAM_SEG, {nixlBlobDesc(dst.addr(), n, 0, "")})) ==
+          NIXL_SUCCESS);
+  p.connect();
+  const int fd = p.b.getEventFd();
+  CHECK(fd >= 0);
+  CHECK(p.b.getEventFd() == fd);  // the agent keeps one
+  p.b.drainEvents();
+  nixl_notifs_t notifs;
+  CHECK(p.b.waitNotifs(notifs, std::chrono::milliseconds(1)) == NIXL_IN_PROG);
+  CHECK(notifs.empty());
+  nixl_opt_args_t args;
+  args.notif = "waited";
+  nixlXferReqH* req = nullptr;
+  REQUIRE(p.a.createXferReq(NIXL_WRITE, xfer_list(DRAM_SEG, {nixlBasicDesc(src.addr(), n, 0)}),
+                            xfer_list(DRAM_SEG, {nixlBasicDesc(dst.addr(), n, 0)}), "target", req,
+                            &args) == NIXL_SUCCESS);
+  const nixl_status_t posted = p.a.postXferReq(req);
+  REQUIRE((posted == NIXL_SUCCESS || posted == NIXL_IN_PROG));
+  CHECK(p.a.waitXferReq(req, std::chrono::seconds(10)) == NIXL_SUCCESS);
+  CHECK(p.a.getXferStatus(req) == NIXL_SUCCESS);
+  // the notification arrives after the data: the wait ends with it
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (notifs["initiator"].empty() && std::chrono::steady_clock::now() < end)
+    CHECK(p.b.waitNotifs(notifs, std::chrono::seconds(1)) != NIXL_ERR_BACKEND);
+  REQUIRE(notifs["initiator"] == std::vector<std::string>{"waited"});
+  CHECK(dst.holds(3));
+  CHECK(p.a.waitXferReq(nullptr, std::chrono::seconds(0)) == NIXL_ERR_INVALID_PARAM);
+  CHECK(p.a.releaseXferReq(req) == NIXL_SUCCESS);
+}
+
 TEST_CASE("compat: xferStallTimeout ends a stalled request with NIXL_ERR_XFER_STALLED",
           "[compat][ucx]") {
   if (!has_plugin("UCX")) NIXL_SKIP("this build has no UCX backend");

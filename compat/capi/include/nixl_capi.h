@@ -232,6 +232,10 @@ nixl_capi_status_t nixl_capi_query_xfer_backend(nixl_capi_agent_t agent,
 nixl_capi_status_t nixl_capi_release_xfer_req(nixl_capi_agent_t agent,
                                               nixl_capi_xfer_req_t req_hndl);
 nixl_capi_status_t nixl_capi_destroy_xfer_req(nixl_capi_xfer_req_t req_hndl);
+/* nixl-cpp's own (docs/waiting.md): sleeps until the request ends and answers what
+ * nixl_capi_get_xfer_status would, or NIXL_CAPI_IN_PROG once timeout_us passed. */
+nixl_capi_status_t nixl_capi_wait_xfer(nixl_capi_agent_t agent, nixl_capi_xfer_req_t req_hndl,
+                                       int64_t timeout_us);
 nixl_capi_status_t nixl_capi_get_xfer_telemetry(nixl_capi_agent_t agent,
                                                 nixl_capi_xfer_req_t req_hndl,
                                                 nixl_capi_xfer_telemetry_t telemetry);
@@ -266,6 +270,14 @@ nixl_capi_status_t nixl_capi_get_notifs(nixl_capi_agent_t agent, nixl_capi_notif
 nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent_t agent,
                                                 nixl_capi_notif_map_t notif_map,
                                                 nixl_capi_opt_args_t opt_args);
+/* nixl-cpp's own: sleeps until notifications arrive and appends them (NIXL_CAPI_SUCCESS), or
+ * answers NIXL_CAPI_IN_PROG once timeout_us passed. */
+nixl_capi_status_t nixl_capi_wait_notifs(nixl_capi_agent_t agent, nixl_capi_notif_map_t notif_map,
+                                         int64_t timeout_us, nixl_capi_opt_args_t opt_args);
+/* nixl-cpp's own: the agent's event fd (readable when a request ends or a message arrives;
+ * the agent keeps it) and emptying it. */
+nixl_capi_status_t nixl_capi_get_event_fd(nixl_capi_agent_t agent, int* fd);
+nixl_capi_status_t nixl_capi_drain_events(nixl_capi_agent_t agent);
 nixl_capi_status_t nixl_capi_gen_notif(nixl_capi_agent_t agent, const char* remote_agent,
                                        const void* data, size_t len, nixl_capi_opt_args_t opt_args);
 nixl_capi_status_t nixl_capi_notif_map_size(nixl_capi_notif_map_t map, size_t* size);

@@ -720,6 +720,15 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_xfer_status(nixl_capi_agent_t 
   return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
 }
 
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_wait_xfer(nixl_capi_agent_t agent,
+                                                        nixl_capi_xfer_req_t req_hndl,
+                                                        int64_t timeout_us) {
+  if (agent == nullptr || req_hndl == nullptr) [[unlikely]]
+    return bad;
+  const auto s = agent->inner->waitXferReq(req_hndl->inner, std::chrono::microseconds(timeout_us));
+  return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
+}
+
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_query_xfer_backend(nixl_capi_agent_t agent,
                                                                  nixl_capi_xfer_req_t req_hndl,
                                                                  nixl_capi_backend_t* backend) {
@@ -887,6 +896,32 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent
                                                                  nixl_capi_opt_args_t opt_args) {
   if (agent == nullptr || notif_map == nullptr) return bad;
   return guard([&] { return map(agent->inner->getAbortedNotifs(notif_map->map, opt(opt_args))); });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_wait_notifs(nixl_capi_agent_t agent,
+                                                          nixl_capi_notif_map_t notif_map,
+                                                          int64_t timeout_us,
+                                                          nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || notif_map == nullptr) return bad;
+  return guard([&] {
+    const auto s = agent->inner->waitNotifs(notif_map->map, std::chrono::microseconds(timeout_us),
+                                            opt(opt_args));
+    return s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : map(s);
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_event_fd(nixl_capi_agent_t agent, int* fd) {
+  if (agent == nullptr || fd == nullptr) return bad;
+  return guard([&] {
+    *fd = agent->inner->getEventFd();
+    return *fd >= 0 ? ok : failed;
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_drain_events(nixl_capi_agent_t agent) {
+  if (agent == nullptr) return bad;
+  agent->inner->drainEvents();
+  return ok;
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_gen_notif(nixl_capi_agent_t agent,

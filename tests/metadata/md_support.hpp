@@ -173,7 +173,10 @@ class etcd_server {
     return s;
   }
   const std::string& endpoint() const { return own_ ? own_->endpoint() : given_; }
-  const std::string& why_absent() const { return own_ ? own_->why_absent() : given_; }
+  const std::string& why_absent() const {
+    static const std::string none;
+    return own_ ? own_->why_absent() : none;
+  }
 
  private:
   etcd_server() {

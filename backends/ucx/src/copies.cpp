@@ -153,10 +153,7 @@ op_slot* engine::take_copy_waiter(std::uint64_t token) noexcept {
 
 void engine::copy_done(op_slot* s, status st) noexcept {
   s->copy_deadline_ns.store(0, std::memory_order_relaxed);
-  if (st != status::success) {
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
-  }
+  s->fail(st);
   flush_done(s);
 }
 

@@ -320,27 +320,22 @@ status gpu_copy(std::span<const gpu_item> items) noexcept {
 }
 
 void engine::gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept {
-  bool listed = false;
-  try {
-    std::lock_guard lk(gpu_mu_);
-    gpu_slots_.push_back(s);
-    listed = true;
-  } catch (...) {  // out of memory: the copies are waited for here
-  }
-  const status st = gpu_issue(items, s->gpu_used, listed);
-  if (st != status::success) {
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
-  }
-  if (listed && st == status::success && s->gpu_used.recorded > 0) {
-    gpu_pending_.fetch_add(1, std::memory_order_release);
+  const status st = gpu_issue(items, s->gpu_used, true);
+  if (st == status::success && s->gpu_used.recorded > 0) {
+    // Listed once issued: a reaper on another thread reads gpu_used only under gpu_mu_.
+    try {
+      std::lock_guard lk(gpu_mu_);
+      gpu_slots_.push_back(s);
+      gpu_pending_.fetch_add(1, std::memory_order_release);
+    } catch (...) {  // out of memory: the copies are waited for here
+      gpu_wait(s->gpu_used);
+      flush_done(s);
+      return;
+    }
     if (has_progress_thread()) wake();  // it watches the events while they are pending
     return;
   }
-  if (listed) {
-    std::lock_guard lk(gpu_mu_);
-    std::erase(gpu_slots_, s);
-  }
+  s->fail(st);
   flush_done(s);  // everything ended here
 }
 
@@ -367,10 +362,7 @@ void engine::reap_gpu() noexcept {
 
 void engine::finish_gpu(op_slot* s, status st) noexcept {
   gpu_pending_.fetch_sub(1, std::memory_order_acq_rel);
-  if (st != status::success) {
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
-  }
+  s->fail(st);
   flush_done(s);
 }
 

@@ -341,9 +341,7 @@ inline status backend::post_chunk(request& r, const chunk& c) noexcept {
     if (UCS_PTR_IS_PTR(sp)) {
       s->flushes.fetch_add(1, std::memory_order_relaxed);  // its callback ends it
     } else if (UCS_PTR_IS_ERR(sp)) {
-      int none = 0;
-      s->failure.compare_exchange_strong(
-          none, static_cast<int>(detail::to_status(UCS_PTR_STATUS(sp))), std::memory_order_relaxed);
+      s->fail(detail::to_status(UCS_PTR_STATUS(sp)));
       return detail::engine::flush_done(s);  // this chunk ends here, without a flush
     }
   }
@@ -352,11 +350,7 @@ inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   p.user_data = s;
   ucs_status_ptr_t f = ucp_ep_flush_nbx(c.ep, &p);
   if (UCS_PTR_IS_PTR(f)) return status::in_progress;
-  if (UCS_PTR_IS_ERR(f)) {
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(detail::to_status(UCS_PTR_STATUS(f))),
-                                       std::memory_order_relaxed);
-  }
+  if (UCS_PTR_IS_ERR(f)) s->fail(detail::to_status(UCS_PTR_STATUS(f)));
   return detail::engine::flush_done(s);
 }
 

@@ -53,6 +53,12 @@ struct op_slot : nixl::detail::completion {
   std::uint32_t worker = 0;     ///< index of the worker the notification goes out on
   std::atomic<int> flushes{0};  ///< callbacks still outstanding (flushes, kept puts/gets)
   std::atomic<int> failure{0};  ///< first error of a chunk (a `status`), 0: none
+  /// Records `st` as the request's failure unless one came first; success records nothing.
+  void fail(status st) noexcept {
+    int none = 0;
+    if (st != status::success)
+      failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+  }
   ucp_ep_h ep = nullptr;
   engine* owner = nullptr;
   /// The peer of the request (set by prepare): what `engine::handles_in_use` counts per peer.
@@ -378,11 +384,7 @@ inline status engine::after_data(op_slot* s) noexcept {
 inline void engine::on_flush(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
   auto* s = static_cast<op_slot*>(user);
-  if (st != UCS_OK) {
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(to_status(st)),
-                                       std::memory_order_relaxed);
-  }
+  if (st != UCS_OK) s->fail(to_status(st));
   flush_done(s);
 }
 

@@ -16,6 +16,8 @@
 # KEEP=1 also keeps them unpacked in OUTDIR/runs).
 #   GPU=N        GPU of the VRAM side (default 0)    ITERS=N  iterations per point (default 20)
 #   DEADLINE=S   skip what is left after S seconds (default 270)
+#   AFTER_ONLY=1 only the default (host_vram_copy=cuda), no UCX_PROTO_INFO runs
+#                (bench/nixl-bench/compare.sh --gpu)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:?usage: scripts/gpu-ucx-hostdev.sh OUTDIR}
@@ -54,11 +56,12 @@ cases=("h2d-write DRAM VRAM WRITE" "d2h-read DRAM VRAM READ"
 # tag, backend parameter, environment. frag4M: UCX's staging with 4 MiB host fragments, for the
 # pairs that stay with UCX (initiator VRAM, target DRAM of another process).
 modes=("before host_vram_copy=ucx -" "after host_vram_copy=cuda -")
+[ "${AFTER_ONLY:-0}" = 1 ] && modes=("after host_vram_copy=cuda -")
 for procs in 1 2; do
   for c in "${cases[@]}"; do
     read -r name iseg tseg op <<<"$c"
     m2=("${modes[@]}")
-    [ "$procs" = 2 ] && [ "$iseg" = VRAM ] &&
+    [ "$procs" = 2 ] && [ "$iseg" = VRAM ] && [ "${AFTER_ONLY:-0}" != 1 ] &&
       m2+=("frag4M host_vram_copy=cuda UCX_RNDV_FRAG_SIZE=host:4M,cuda:4M")
     for m in "${m2[@]}"; do
       read -r tag param envv <<<"$m"
@@ -80,7 +83,8 @@ done
 
 # Which protocols UCX picks (UCX's own path: host_vram_copy=ucx), one 4 MiB transfer each.
 : >"$OUT/proto-info.txt"
-for procs in 1 2; do
+[ "${AFTER_ONLY:-0}" = 1 ] && echo "AFTER_ONLY=1: not run" >"$OUT/proto-info.txt"
+for procs in $([ "${AFTER_ONLY:-0}" = 1 ] || echo 1 2); do
   for c in "${cases[@]}"; do
     read -r name iseg tseg op <<<"$c"
     [ $(($(date +%s) - start)) -gt $((DEADLINE + 20)) ] && break 2

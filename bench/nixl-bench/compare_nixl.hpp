@@ -121,24 +121,29 @@ inline std::string run_nixlbench(const std::string& path, const std::vector<std:
 
 /// Both sweeps side by side: bandwidth and nixlbench's "Avg Lat." (wall time / (iterations x
 /// batch): the one time both tools define alike; nixlbench's Tx columns time a different span),
-/// NIXL's best of its runs, and the ratios (GB/s ours / NIXL's; latency ours / NIXL's).
+/// NIXL's best of its runs, the ratios (GB/s ours / NIXL's; latency ours / NIXL's), and each
+/// tool's average post time per request (both time the post call alone).
 inline void print_compare(std::FILE* f, const std::string& what, const std::vector<row>& ours,
                           const std::vector<nixl_row>& theirs) {
   fmt::print(f, "\nNIXL nixlbench, same sweep, same run ({}):\n", what);
-  fmt::print(f, "{:>14} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}\n", "Block Size (B)", "Batch",
-             "ours GB/s", "NIXL GB/s", "ratio", "ours lat", "NIXL lat", "ratio");
+  fmt::print(f, "{:>14} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>11} {:>11}\n",
+             "Block Size (B)", "Batch", "ours GB/s", "NIXL GB/s", "ratio", "ours lat", "NIXL lat",
+             "ratio", "ours post", "NIXL post");
   for (const auto& r : ours) {
     auto it = std::find_if(theirs.begin(), theirs.end(), [&](const nixl_row& n) {
       return n.block == r.block && n.batch == r.batch;
     });
     if (it == theirs.end()) {
-      fmt::print(f, "{:>14} {:>6} {:>10.3f} {:>10} {:>7} {:>10.2f} {:>10} {:>7}\n", r.block,
-                 r.batch, r.gbps, "-", "-", r.avg_lat, "-", "-");
+      fmt::print(f, "{:>14} {:>6} {:>10.3f} {:>10} {:>7} {:>10.2f} {:>10} {:>7} {:>11.2f} {:>11}\n",
+                 r.block, r.batch, r.gbps, "-", "-", r.avg_lat, "-", "-", r.post.avg, "-");
       continue;
     }
-    fmt::print(f, "{:>14} {:>6} {:>10.3f} {:>10.3f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7.2f}\n",
+    fmt::print(f,
+               "{:>14} {:>6} {:>10.3f} {:>10.3f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7.2f} {:>11.2f} "
+               "{:>11.2f}\n",
                r.block, r.batch, r.gbps, it->gbps, it->gbps > 0 ? r.gbps / it->gbps : 0.0,
-               r.avg_lat, it->avg_lat, it->avg_lat > 0 ? r.avg_lat / it->avg_lat : 0.0);
+               r.avg_lat, it->avg_lat, it->avg_lat > 0 ? r.avg_lat / it->avg_lat : 0.0, r.post.avg,
+               it->post_avg);
   }
   std::fflush(f);
 }

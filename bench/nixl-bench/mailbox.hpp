@@ -21,8 +21,10 @@ using namespace std::chrono_literals;
 class mailbox {
  public:
   mailbox(bench_agent& a, std::string peer) : a_(a), peer_(std::move(peer)) {}
-  /// Next message from the peer, or nothing after `limit`. `idle` runs between polls, which
-  /// sleep unless `spin` (a target that progresses its backend itself must not sleep).
+  /// Next message from the peer, or nothing after `limit`. With `spin` (a target that
+  /// progresses its backend itself), `idle` runs between polls and nothing sleeps; otherwise the
+  /// agent's own wait (its event fd) sleeps until a notification arrives, so that a waiting
+  /// process takes no core from the transfer it waits for.
   template <class Idle>
   std::optional<std::string> next(std::chrono::milliseconds limit, Idle&& idle, bool spin = false) {
     const auto end = nb::clock::now() + limit;
@@ -32,13 +34,18 @@ class mailbox {
         q_.pop_front();
         return m;
       }
-      auto n = a_.notifications();
+      nixl::notif_map n;
+      if (spin) {
+        a_.notifications(n);
+      } else {
+        const auto left = end - nb::clock::now();
+        a_.wait_notifications(n, std::max<nb::clock::duration>(left, nb::clock::duration::zero()));
+      }
       if (auto it = n.find(peer_); it != n.end())
         for (auto& m : it->second) q_.push_back(std::move(m));
       if (!q_.empty()) continue;
       if (nb::clock::now() > end) return std::nullopt;
-      idle();
-      if (!spin) std::this_thread::sleep_for(100us);
+      if (spin) idle();
     }
   }
   std::optional<std::string> next(std::chrono::milliseconds limit) {

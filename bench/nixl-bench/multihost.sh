@@ -11,7 +11,8 @@
 # Environment: NIXL_BENCH (nixl-bench binary, default build/ci/...), NIXLBENCH_DIR (NIXL's
 # packed nixlbench), OPS (default "WRITE READ"), ITER (num_iter, default 1000), DEPTH (when set,
 # nixl-bench also runs WRITE with --pipeline_depth DEPTH), ETCD=1 (nixl-bench meets through an
-# etcd on the target host instead of the listener), START (first block size, default 4K),
+# etcd on the target host instead of the listener), START (first block size, default 4K), MAX
+# (last block size, default 64M),
 # NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
@@ -61,7 +62,8 @@ wait_target() {  # until the target says it waits for the initiator
 a0=$("$sb" addr 0)
 a1=$("$sb" addr 1)
 start=${START:-4K}
-sizes=(--start_block_size "$start" --max_block_size 64M --start_batch_size 1 --max_batch_size 1
+max=${MAX:-64M}
+sizes=(--start_block_size "$start" --max_block_size "$max" --start_batch_size 1 --max_batch_size 1
   --num_iter "$iter" --warmup_iter 100 --large_blk_iter_ftr 16 --total_buffer_size 1G)
 
 etcd_url=""
@@ -104,8 +106,8 @@ run_op() {
   # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
   [[ -n "${NO_NIXL:-}" || -n $depth ]] && return 0
   args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
-    --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size=4096
-    --max_block_size=67108864 --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
+    --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size="$(bytes "$start")"
+    --max_block_size="$(bytes "$max")" --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
     --warmup_iter=100 --large_blk_iter_ftr=16 --total_buffer_size=1073741824)
   in_host 0 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-$op-nixlbench.log" 2>&1 &
   p0=$!
@@ -122,7 +124,7 @@ perftest_op() {
   : >"$f"
   [[ -n "${NO_PERFTEST:-}" || -z $perftest ]] && return 0
   local b n
-  for ((b = $(bytes "$start"); b <= 64 << 20; b *= 2)); do
+  for ((b = $(bytes "$start"); b <= $(bytes "$max"); b *= 2)); do
     n=$((iter * 1048576 / b))
     ((b <= 1048576)) && n=$iter
     ((n < 20)) && n=20

@@ -66,7 +66,7 @@ void engine::run() noexcept {
   epoll_event evs[16];
   const std::int64_t spin_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
-  constexpr std::int64_t tick_ns = 250'000;
+  constexpr std::int64_t tick_ns = 1'000'000;  // a wake-up per ms while driven (docs/ucx.md)
   constexpr std::int64_t driven_window_ns = 2 * tick_ns;
   std::vector<std::uint32_t> seen(nw, 0);
   std::vector<std::int64_t> last_user(nw, std::numeric_limits<std::int64_t>::min() / 2);

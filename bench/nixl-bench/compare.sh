@@ -17,7 +17,7 @@
 #   python  Python nixl_agent defaults, 64 MiB, against numpy's copyto (bench/python/two_process.py)
 #   hosts   two sandbox hosts (tests/multihost/sandbox.sh, TCP over veth), 64 KiB .. 16 MiB,
 #           against ucx_perftest ucp_put_bw (one put in flight) and NIXL (multihost.sh)
-# Rows with --gpu (scripts/gpu-check.sh's build, $BUILD):
+# Rows with --gpu (built first by scripts/gds-check.sh in $BUILD, default /tmp/nixl-gds-build):
 #   gds     GDS and GDS_MT, VRAM <-> file, WRITE and READ, 64 KiB .. 64 MiB, against direct
 #           cuFile in the same run (scripts/gds-check.sh's benchmark part)
 #   hostdev UCX DRAM <-> VRAM, one and two processes, 1 .. 256 MiB, against cudaMemcpyAsync
@@ -40,8 +40,15 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 if [[ -n $gpu ]]; then
   rows=${ROWS:-gds,hostdev}
-  build=${BUILD:-/tmp/nixl-gpu-build}
-  bench=${NIXL_BENCH:-$(find "$build" -name nixl-bench -type f -perm -u+x 2>/dev/null | head -1)}
+  # one build for both rows: scripts/gds-check.sh's (CUDA, GDS, UCX where found, nixl-bench)
+  build=${BUILD:-/tmp/nixl-gds-build}
+  find_bench() { find "$build" -name nixl-bench -type f -perm -u+x 2>/dev/null | head -1; }
+  if [[ -z ${NIXL_BENCH:-} && -z $(find_bench) ]]; then
+    echo "building in $build (scripts/gds-check.sh, tests and benchmarks left out)"
+    OUT=$out/build BUILD=$build SKIP_TESTS=1 SKIP_BENCH=1 bash "$root/scripts/gds-check.sh" \
+      >"$out/build.txt" 2>&1 || tail -20 "$out/build.txt"
+  fi
+  bench=${NIXL_BENCH:-$(find_bench)}
 else
   rows=${ROWS:-4k,64m,bulk,python,hosts}
   bench=${NIXL_BENCH:-$root/build/ci/bench/nixl-bench/nixl-bench}
@@ -111,7 +118,8 @@ for ((r = 1; r <= rounds; r++)); do
     echo "  gds: rc $?"
   fi
   if want hostdev; then
-    BUILD=$build NIXL_BENCH=$bench timeout 600 bash "$root/scripts/gpu-ucx-hostdev.sh" \
+    AFTER_ONLY=1 KEEP=1 BUILD=$build NIXL_BENCH=$bench timeout 600 \
+      bash "$root/scripts/gpu-ucx-hostdev.sh" \
       "$d/hostdev" >"$d/hostdev.txt" 2>&1
     echo "  hostdev: rc $?"
   fi

@@ -10,7 +10,9 @@
 //  - large block (--bytes, default 64 MiB), wall-clock GB/s, rounds alternating: memcpy in one
 //    process (nixl-bench's baseline), process_vm_writev in 512 KiB segments (cma), and the
 //    two-process ring of 8 KiB slots (one copy per process, pipelined over two cores), and
-//    process_vm_writev from two threads of the writer, a half each;
+//    process_vm_writev from two threads of the writer, a half each, and process_vm_writev of
+//    16 KiB blocks 32 KiB apart, one call per block (cma's pattern for a request of scattered
+//    blocks: one put each);
 //  - small writes from several threads: process_vm_writev of 8 KiB from 1, 2 and 4 threads of
 //    the writer, each into its own pages of the one child (what threads posting on one agent
 //    with a worker each do through UCX's cma), calls per second of all threads together.
@@ -263,7 +265,8 @@ int main(int argc, char** argv) {
 
   // Large block, alternating.
   for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
-  double best[4] = {0, 0, 0, 0};
+  double best[5] = {0, 0, 0, 0, 0};
+  constexpr std::size_t scat_block = 16384, scat_stride = 2 * scat_block;
   double memcpy_cpu = 1e9, cma_cpu = 1e9;
   for (int k = 0; k < rounds && rc == 0; ++k) {
     double t = wall();
@@ -288,6 +291,12 @@ int main(int argc, char** argv) {
     second.join();
     if (!ok2) rc = 1;
     best[3] = std::max(best[3], static_cast<double>(n) / (wall() - t) / 1e9);
+    t = wall();
+    std::size_t moved = 0;
+    for (std::size_t off = 0; off + scat_block <= n && rc == 0;
+         off += scat_stride, moved += scat_block)
+      if (!pvw(pid, src + off, dst + off, scat_block)) rc = 1;
+    best[4] = std::max(best[4], static_cast<double>(moved) / (wall() - t) / 1e9);
   }
   std::printf("  %zu bytes, best of %d, alternating (GB/s, ratio to memcpy):\n", n, rounds);
   std::printf("    memcpy, one process                 %7.2f  1.00  (CPU %.2f ms)\n", best[0],
@@ -297,6 +306,9 @@ int main(int argc, char** argv) {
       best[1], best[1] / best[0], cma_cpu * 1e3, memcpy_cpu / cma_cpu);
   std::printf("    two-process ring of 8 KiB slots     %7.2f  %.2f\n", best[2], best[2] / best[0]);
   std::printf("    process_vm_writev, two threads      %7.2f  %.2f\n", best[3], best[3] / best[0]);
+  std::printf(
+      "    process_vm_writev, 16 KiB scattered %7.2f  %.2f  (a call per block, 32 KiB apart)\n",
+      best[4], best[4] / best[0]);
 
   // The child's buffer must equal what the last round sent (two threads of process_vm_writev),
   // then what the ring and one more process_vm_writev send.

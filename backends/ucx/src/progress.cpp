@@ -71,6 +71,7 @@ void engine::run() noexcept {
   std::vector<std::uint32_t> seen(nw, 0);
   std::vector<std::int64_t> last_user(nw, std::numeric_limits<std::int64_t>::min() / 2);
   std::vector<char> driven(nw, 0);
+  std::vector<char> off(nw, 0);  // driven, or a bulk post in progress: not progressed, not armed
   std::int64_t last_work = 0;
   std::int64_t last_local_check = 0;
   int sleep_ms = 1;
@@ -89,14 +90,15 @@ void engine::run() noexcept {
         driven[i] = d ? 1 : 0;
         set_worker_events(i, !d);
       }
-      any_driven |= d;
-      any_event |= !d;
+      off[i] = d || watch_[i].bulk_posts.load(std::memory_order_acquire) != 0 ? 1 : 0;
+      any_driven |= off[i] != 0;
+      any_event |= off[i] == 0;
     }
     // Bounded passes: operations stuck on a dead peer can keep a worker "busy" forever, and the
     // process watch below must still be read.
     bool busy = false;
     for (std::size_t i = 0; i < nw; ++i) {
-      if (driven[i]) continue;
+      if (off[i]) continue;
       for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) busy = true;
     }
     if (busy) {
@@ -104,7 +106,7 @@ void engine::run() noexcept {
     } else if (any_event && now - last_work < spin_ns) {
       busy = true;  // keep polling for a while: the next message of a burst is likely near
     }
-    if (!busy) busy = !sleep_armed(driven);
+    if (!busy) busy = !sleep_armed(off);
     if (busy) sleep_ms = 1;
     int n = 0;
     if (busy) {

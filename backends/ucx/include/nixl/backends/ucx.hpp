@@ -305,9 +305,19 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_);
 
   if (r.chunks_.empty()) {
+    const bool bulk = r.items_.size() >= detail::engine::bulk_post_items;
+    if (bulk) [[unlikely]]
+      eng_->begin_bulk_post(r.worker_);
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+    if (bulk) [[unlikely]]
+      eng_->end_bulk_post(r.worker_);
   } else {
-    for (const chunk& c : r.chunks_) post_chunk(r, c);
+    for (const chunk& c : r.chunks_) {
+      const bool bulk = c.end - c.begin >= detail::engine::bulk_post_items;
+      if (bulk) eng_->begin_bulk_post(c.worker);
+      post_chunk(r, c);
+      if (bulk) eng_->end_bulk_post(c.worker);
+    }
   }
   const status st = detail::engine::flush_done(s);  // drops the posting count
   if (st == status::in_progress) {

@@ -119,6 +119,9 @@ struct alignas(64) worker_watch {
   std::atomic<std::uint32_t> user_polls{0};
   /// The progress thread sleeps with this worker armed: a post must wake it.
   std::atomic<int> armed_sleep{0};
+  /// Posts of many operations in progress on the worker (engine::bulk_post): the progress
+  /// thread stays off it until they end.
+  std::atomic<std::uint32_t> bulk_posts{0};
 };
 
 class engine {
@@ -204,6 +207,21 @@ class engine {
   void note_user_poll(std::size_t i) noexcept {
     auto& polls = watch_[i].user_polls;
     polls.store(polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  /// A request of at least this many operations is a bulk post (begin_bulk_post).
+  static constexpr std::size_t bulk_post_items = 64;
+  /// Around a post of many operations on worker `i`. Meanwhile the progress thread does not
+  /// progress the worker: UCX's cma transport copies inside progress, with the worker's lock
+  /// held, so the posting thread would spin on that lock through every copy the thread makes
+  /// (measured: a fifth of a 65,536-block request's CPU time). The end wakes the thread, which
+  /// then progresses the operations the post queued, unless an application thread does.
+  void begin_bulk_post(std::uint32_t i) noexcept {
+    watch_[i].bulk_posts.fetch_add(1, std::memory_order_relaxed);
+  }
+  void end_bulk_post(std::uint32_t i) noexcept {
+    if (watch_[i].bulk_posts.fetch_sub(1, std::memory_order_release) == 1 && thread_.joinable())
+      wake();
   }
 
   /// After posting on worker `i`: wake the progress thread if it sleeps armed on that worker.

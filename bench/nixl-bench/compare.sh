@@ -25,7 +25,8 @@
 #
 # Environment: NIXL_BENCH, NIXLBENCH_DIR (NIXL's packed nixlbench), NIXL_PYTHONPATH (the Python
 # module's build folder, default build/ci/python), COPY_PATHS (nixl-copy-paths), ROWS (a comma
-# list of the rows above, default all of the machine's). OUTDIR/<round>/ keeps every log;
+# list of the rows above, default all of the machine's), FIRST_ROUND (default 1: rounds from
+# FIRST_ROUND to ROUNDS run; the table covers every round in OUTDIR). OUTDIR/<round>/ keeps every log;
 # OUTDIR/table.md is the table (compare_table.py OUTDIR prints it again).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -77,7 +78,7 @@ echo "compare.sh: $(nproc) cores, $(uname -r),$(grep -m1 'model name' /proc/cpui
   tee "$out/machine.txt"
 echo "nixl-bench: $bench ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))" |
   tee -a "$out/machine.txt"
-for ((r = 1; r <= rounds; r++)); do
+for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
   d=$out/$r
   mkdir -p "$d"
   echo "round $r: $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)" |
@@ -108,7 +109,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "  python: rc $?"
   fi
   if want hosts; then
-    OPS=WRITE START=64K MAX=16M ITER=200 NIXL_BENCH=$bench NIXLBENCH_DIR=$peer \
+    OPS=WRITE START=64K MAX=16M ITER=1000 NIXL_BENCH=$bench NIXLBENCH_DIR=$peer \
       timeout 900 "$root/bench/nixl-bench/multihost.sh" "$d/hosts" 1 >"$d/hosts.txt" 2>&1
     echo "  hosts: rc $?"
   fi

@@ -51,9 +51,11 @@ def copy_paths(path):
         with open(path) as f:
             for line in f:
                 m = re.match(r"\s+(memcpy, one process|process_vm_writev, 512 KiB segments|"
-                             r"two-process ring of 8 KiB slots)\s+([0-9.]+)", line)
+                             r"two-process ring of 8 KiB slots|process_vm_writev, 16 KiB scattered)"
+                             r"\s+([0-9.]+)", line)
                 if m:
-                    out[m.group(1).split(",")[0].split(" ")[0]] = float(m.group(2))
+                    key = m.group(1).split(",")[0].split(" ")[0]
+                    out["scattered" if "scattered" in m.group(1) else key] = float(m.group(2))
     except OSError:
         pass
     return out
@@ -106,6 +108,7 @@ def cpu_lines(rounds):
     nixl64 = Line("64 MiB WRITE", "same run", "GB/s", "NIXL 1.4 nixlbench", 1.0)
     floor = Line("64 MiB WRITE, against the transport", "same run", "GB/s",
                  "cma's own copy (process_vm_writev, 512 KiB segments, 2 processes)", 0.9)
+    scat_floor = {}
     am = Line("64 MiB WRITE, UCX's shared-memory protocol, no progress threads",
               "2 processes, engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs, --enable_pt false",
               "GB/s", "memcpy", 0.9)
@@ -123,6 +126,7 @@ def cpu_lines(rounds):
             t = nixl_rows(f"{d}/64m.txt").get((64 << 20, 1))
             nixl64.add(g, t[0] if t else None)
             floor.add(g, cp.get("process_vm_writev"))
+        scat_floor[d] = cp.get("scattered")
         a = read_csv(f"{d}/64m-shm.csv")
         if a:
             am.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
@@ -137,6 +141,8 @@ def cpu_lines(rounds):
         post = Line(f"{n:,} x 16 KiB, scattered: post per descriptor", "2 processes", "µs",
                     "NIXL's post per descriptor", 0.1, higher=False)
         mem = Line(f"{n:,} x 16 KiB, contiguous", "2 processes", "GB/s", "memcpy", 0.9)
+        sfl = Line(f"{n:,} x 16 KiB, scattered, against the transport", "2 processes", "GB/s",
+                   "cma's own copy (process_vm_writev of each 16 KiB block, 64 MiB span)", 0.9)
         for d in rounds:
             t = nixl_rows(f"{d}/bulk-{n}.txt").get((16384, n))
             o = read_csv(f"{d}/bulk-{n}.csv")
@@ -146,16 +152,20 @@ def cpu_lines(rounds):
                 mem.add(float(o[0]["gbps"]), float(o[0]["baseline_gbps"]))
             if s:
                 scat.add(float(s[0]["gbps"]), t[0] if t else None)
+                sfl.add(float(s[0]["gbps"]), scat_floor.get(d))
             if s and t:
                 post.add(float(s[0]["avg_post_us"]) / n, t[2] / n)
-        lines += [merged, scat, post, mem]
+        lines += [merged, scat, post, mem, sfl]
     py = Line("Python 64 MiB WRITE", "2 processes, nixl_agent defaults", "GB/s",
               "numpy copyto", 0.9)
+    pyf = Line("Python 64 MiB WRITE, against the transport", "same run", "GB/s",
+               "cma's own copy (process_vm_writev, 512 KiB segments)", 0.9)
     for d in rounds:
         p = python_row(f"{d}/python.txt")
         if p:
             py.add(p[0], p[1])
-    lines.append(py)
+            pyf.add(p[0], copy_paths(f"{d}/copy-paths.txt").get("process_vm_writev"))
+    lines += [py, pyf]
     for b in (64 << 10, 4 << 20, 16 << 20):
         h = Line(f"{mh.size(b)} WRITE, one in flight", "2 sandbox hosts, TCP over veth", "GB/s",
                  "ucx_perftest ucp_put_bw -O1", 0.9)

@@ -188,12 +188,14 @@ lf_round() {
 
 echo "load before: $(uptime)" | tee "$out/load.txt"
 for ((r = 1; r <= rounds; r++)); do
-  # iperf3: one stream, 10 s, host 0 -> host 1 (the direction of a WRITE)
-  in_host 1 iperf3 -s -1 -B "$a1" -p 5201 >/dev/null 2>&1 &
-  srv=$!
-  sleep 0.5
-  in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3.json"
-  wait $srv || true
+  # iperf3: one stream, 10 s, host 0 -> host 1 (the direction of a WRITE), where installed
+  if command -v iperf3 >/dev/null; then
+    in_host 1 iperf3 -s -1 -B "$a1" -p 5201 >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.5
+    in_host 0 iperf3 -c "$a1" -p 5201 -P 1 -t 10 -J >"$out/$r-iperf3.json"
+    wait $srv || true
+  fi
 
   for op in $ops; do run_op "$r" "$op"; done
   [[ -n "${DEPTH:-}" ]] && run_op "$r" WRITE "$DEPTH"

@@ -12,6 +12,7 @@
 #           floor: process_vm_writev of the same 64 MiB in 512 KiB segments (UCX's cma pattern)
 #           between two processes, and a shared-memory ring (nixl-copy-paths); and UCX's
 #           shared-memory protocol instead of cma, both processes polling (no progress threads)
+#           and with progress threads
 #   bulk    65,536 and 131,072 x 16 KiB in one request: contiguous (merged) and scattered
 #           (one put per block), against NIXL (one put per block) and memcpy
 #   python  Python nixl_agent defaults, 64 MiB, against numpy's copyto (bench/python/two_process.py)
@@ -92,6 +93,10 @@ for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
     # polling their workers instead of progress threads
     nb 64m-shm --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
       --large_blk_iter_ftr 1 --check_consistency --enable_pt false \
+      --backend_params engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs
+    # the same protocol with the defaults otherwise (progress threads on)
+    nb 64m-shm-pt --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
+      --large_blk_iter_ftr 1 --check_consistency \
       --backend_params engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs
     [[ -x $copy_paths ]] && timeout 300 "$copy_paths" >"$d/copy-paths.txt" 2>&1
   fi

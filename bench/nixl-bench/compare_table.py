@@ -112,6 +112,8 @@ def cpu_lines(rounds):
     am = Line("64 MiB WRITE, UCX's shared-memory protocol, no progress threads",
               "2 processes, engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs, --enable_pt false",
               "GB/s", "memcpy", 0.9)
+    ampt = Line("64 MiB WRITE, UCX's shared-memory protocol, progress threads on",
+                "2 processes, engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs", "GB/s", "memcpy", 0.9)
     shm = Line("64 MiB: the shared-memory ring instead", "same run (no UCX)", "GB/s", "memcpy", 0.9)
     for d in rounds:
         ours = read_csv(f"{d}/4k.csv")
@@ -127,12 +129,15 @@ def cpu_lines(rounds):
             nixl64.add(g, t[0] if t else None)
             floor.add(g, cp.get("process_vm_writev"))
         scat_floor[d] = cp.get("scattered")
+        a = read_csv(f"{d}/64m-shm-pt.csv")
+        if a:
+            ampt.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
         a = read_csv(f"{d}/64m-shm.csv")
         if a:
             am.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
         if cp.get("memcpy"):
             shm.add(cp.get("two-process"), cp["memcpy"])
-    lines += [lat, big, nixl64, floor, am, shm]
+    lines += [lat, big, nixl64, floor, am, ampt, shm]
     for n in (65536, 131072):
         merged = Line(f"{n:,} x 16 KiB, one request, contiguous (one put)", "2 processes", "GB/s",
                       "NIXL 1.4 nixlbench (a put per block)", 1.0)

@@ -77,7 +77,9 @@ bulk=(--start_block_size 16K --max_block_size 16K --num_iter 10 --warmup_iter 2)
 
 echo "compare.sh: $(nproc) cores, $(uname -r),$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)" |
   tee "$out/machine.txt"
-echo "nixl-bench: $bench ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))" |
+rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')
+[[ -n $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] && rev="$rev with uncommitted changes"
+echo "nixl-bench: $bench ($rev)" |
   tee -a "$out/machine.txt"
 for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
   d=$out/$r

@@ -96,7 +96,7 @@ class Line:
         cell = lambda vs: " / ".join(f"{v:.3g}" if v < 1 else f"{v:.2f}" for v in vs)
         goal = ("≥ " if self.higher else "≤ ") + f"{self.goal:.2f}"
         return (f"| {self.path} | {self.where} | {cell(self.ours)} {self.unit} | {self.anchor}: "
-                f"{cell(self.base)} {self.unit} | **{' / '.join(f'{r:.2f}' for r in self.ratio)}** "
+                f"{cell(self.base)} {self.unit} | **{' / '.join(f'{r:.2f}' if r >= 0.1 else f'{r:.3f}' for r in self.ratio)}** "
                 f"| {goal} | {self.met()} |")
 
 
@@ -145,6 +145,8 @@ def cpu_lines(rounds):
                     "GB/s", "NIXL 1.4 nixlbench (a put per block)", 1.0)
         post = Line(f"{n:,} x 16 KiB, scattered: post per descriptor", "2 processes", "µs",
                     "NIXL's post per descriptor", 0.1, higher=False)
+        cpost = Line(f"{n:,} x 16 KiB, contiguous: post per descriptor", "2 processes", "µs",
+                     "NIXL's post per descriptor", 0.1, higher=False)
         mem = Line(f"{n:,} x 16 KiB, contiguous", "2 processes", "GB/s", "memcpy", 0.9)
         sfl = Line(f"{n:,} x 16 KiB, scattered, against the transport", "2 processes", "GB/s",
                    "cma's own copy (process_vm_writev of each 16 KiB block, 64 MiB span)", 0.9)
@@ -155,12 +157,14 @@ def cpu_lines(rounds):
             if o:
                 merged.add(float(o[0]["gbps"]), t[0] if t else None)
                 mem.add(float(o[0]["gbps"]), float(o[0]["baseline_gbps"]))
+                if t:
+                    cpost.add(float(o[0]["avg_post_us"]) / n, t[2] / n)
             if s:
                 scat.add(float(s[0]["gbps"]), t[0] if t else None)
                 sfl.add(float(s[0]["gbps"]), scat_floor.get(d))
             if s and t:
                 post.add(float(s[0]["avg_post_us"]) / n, t[2] / n)
-        lines += [merged, scat, post, mem, sfl]
+        lines += [merged, cpost, scat, post, mem, sfl]
     py = Line("Python 64 MiB WRITE", "2 processes, nixl_agent defaults", "GB/s",
               "numpy copyto", 0.9)
     pyf = Line("Python 64 MiB WRITE, against the transport", "same run", "GB/s",

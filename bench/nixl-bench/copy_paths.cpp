@@ -1,6 +1,7 @@
 // nixl-copy-paths: the ways one host can move bytes between two processes, measured on this
 // machine in one run, without UCX or nixl. It separates what a transfer between processes costs
-// on a machine from what the library adds (docs/performance.md, "What limits 4 KiB and 64 MiB"):
+// on a machine from what the library adds (docs/performance.md, "At a glance": the rows "against
+// the transport"):
 //
 //  - syscall floor: CPU time of one process_vm_writev of 64 B and of 4 KiB into a child process
 //    (what UCX 1.22's cma transport issues per put or get, once per 512 KiB segment);

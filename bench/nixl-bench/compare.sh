@@ -32,10 +32,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu=""
-if [[ ${1:-} == --gpu ]]; then
-  gpu=1
-  shift
-fi
+[[ ${1:-} == --gpu ]] && { gpu=1; shift; }
 out=${1:?usage: compare.sh [--gpu] OUTDIR [ROUNDS]}
 rounds=${2:-3}
 mkdir -p "$out"

@@ -44,18 +44,24 @@ def nixl_rows(path):
     return out
 
 
+# nixl-copy-paths' 64 MiB lines, by how they begin
+COPY_LINES = {
+    "memcpy, one process": "memcpy",
+    "process_vm_writev, 512 KiB segments": "process_vm_writev",
+    "two-process ring of 8 KiB slots": "two-process",
+    "process_vm_writev, 16 KiB scattered": "scattered",
+}
+
+
 def copy_paths(path):
-    """nixl-copy-paths' 64 MiB lines: {name: GB/s}."""
+    """nixl-copy-paths' 64 MiB lines: {key of COPY_LINES: GB/s}."""
     out = {}
     try:
         with open(path) as f:
             for line in f:
-                m = re.match(r"\s+(memcpy, one process|process_vm_writev, 512 KiB segments|"
-                             r"two-process ring of 8 KiB slots|process_vm_writev, 16 KiB scattered)"
-                             r"\s+([0-9.]+)", line)
-                if m:
-                    key = m.group(1).split(",")[0].split(" ")[0]
-                    out["scattered" if "scattered" in m.group(1) else key] = float(m.group(2))
+                for head, key in COPY_LINES.items():
+                    if line.strip().startswith(head):
+                        out[key] = float(line.strip()[len(head):].split()[0])
     except OSError:
         pass
     return out
@@ -69,6 +75,14 @@ def python_row(path):
     except OSError:
         return None
     return (float(m.group(1)), float(m.group(2)), m.group(3) == "ok") if m else None
+
+
+def read_or_empty(parse, path):
+    """parse(path), or {} where the file is missing (a row that did not run)."""
+    try:
+        return parse(path)
+    except OSError:
+        return {}
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -181,12 +195,9 @@ def cpu_lines(rounds):
         hn = Line(f"{mh.size(b)} WRITE, one in flight", "2 sandbox hosts", "GB/s",
                   "NIXL 1.4 nixlbench", 1.0)
         for d in rounds:
-            o = mh.nixl_bench(f"{d}/hosts/1-WRITE-nixl-bench.csv") if os.path.exists(
-                f"{d}/hosts/1-WRITE-nixl-bench.csv") else {}
-            u = mh.perftest(f"{d}/hosts/1-WRITE-perftest.txt") if os.path.exists(
-                f"{d}/hosts/1-WRITE-perftest.txt") else {}
-            t = mh.nixlbench(f"{d}/hosts/1-WRITE-nixlbench.log") if os.path.exists(
-                f"{d}/hosts/1-WRITE-nixlbench.log") else {}
+            o = read_or_empty(mh.nixl_bench, f"{d}/hosts/1-WRITE-nixl-bench.csv")
+            u = read_or_empty(mh.perftest, f"{d}/hosts/1-WRITE-perftest.txt")
+            t = read_or_empty(mh.nixlbench, f"{d}/hosts/1-WRITE-nixlbench.log")
             if b in o:
                 h.add(o[b][0], u.get(b, (0,))[0])
                 hn.add(o[b][0], t.get(b, (0,))[0])

@@ -13,10 +13,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu=""
-if [[ ${1:-} == --gpu ]]; then
-  gpu=1
-  shift
-fi
+[[ ${1:-} == --gpu ]] && { gpu=1; shift; }
 out=${1:?usage: post-times.sh [--gpu] OUTDIR}
 mkdir -p "$out"
 if [[ -n $gpu ]]; then

@@ -142,17 +142,17 @@ void engine::run() noexcept {
   }
 }
 
-// Before sleeping: announce it on the event-mode workers, make one last pass (a post racing
-// with the announcement is either seen by this pass or sees the flag and wakes us), then arm
-// them. False when there is work after all.
-bool engine::sleep_armed(const std::vector<char>& driven) noexcept {
+// Before sleeping: announce it on the workers not `off` (driven, or a bulk post in progress), make
+// one last pass (a post racing with the announcement is either seen by this pass or sees the flag
+// and wakes us), then arm them. False when there is work after all.
+bool engine::sleep_armed(const std::vector<char>& off) noexcept {
   const std::size_t nw = workers_.size();
   for (std::size_t i = 0; i < nw; ++i)
-    if (!driven[i]) watch_[i].armed_sleep.store(1, std::memory_order_seq_cst);
+    if (!off[i]) watch_[i].armed_sleep.store(1, std::memory_order_seq_cst);
   for (std::size_t i = 0; i < nw; ++i)
-    if (!driven[i] && ucp_worker_progress(workers_[i].get()) != 0) return false;
+    if (!off[i] && ucp_worker_progress(workers_[i].get()) != 0) return false;
   for (std::size_t i = 0; i < nw; ++i) {
-    if (driven[i]) continue;
+    if (off[i]) continue;
     const ucs_status_t s = ucp_worker_arm(workers_[i].get());
     if (s == UCS_ERR_BUSY) return false;
     warn_ucs(s, "ucp_worker_arm", __FILE__, __LINE__);

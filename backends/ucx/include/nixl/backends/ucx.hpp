@@ -305,19 +305,9 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_);
 
   if (r.chunks_.empty()) {
-    const bool bulk = r.items_.size() >= detail::engine::bulk_post_items;
-    if (bulk) [[unlikely]]
-      eng_->begin_bulk_post(r.worker_);
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
-    if (bulk) [[unlikely]]
-      eng_->end_bulk_post(r.worker_);
   } else {
-    for (const chunk& c : r.chunks_) {
-      const bool bulk = c.end - c.begin >= detail::engine::bulk_post_items;
-      if (bulk) eng_->begin_bulk_post(c.worker);
-      post_chunk(r, c);
-      if (bulk) eng_->end_bulk_post(c.worker);
-    }
+    for (const chunk& c : r.chunks_) post_chunk(r, c);
   }
   const status st = detail::engine::flush_done(s);  // drops the posting count
   if (st == status::in_progress) {
@@ -336,6 +326,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 // in error mode `none`, a failed operation (1.22: a cma write to a process that exited) still
 // lets the flush succeed, so the flush alone would report success for data that never landed.
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
+  const detail::engine::bulk_post_scope hold(*eng_, c.worker, c.end - c.begin);
   detail::op_slot* s = r.slot_;
   ucp_request_param_t p{};
   p.op_attr_mask =

@@ -223,6 +223,26 @@ class engine {
     if (watch_[i].bulk_posts.fetch_sub(1, std::memory_order_release) == 1 && thread_.joinable())
       wake();
   }
+  /// begin_bulk_post / end_bulk_post around a scope that posts `ops` operations on worker `i`;
+  /// nothing for fewer than bulk_post_items.
+  class bulk_post_scope {
+   public:
+    bulk_post_scope(engine& e, std::uint32_t i, std::size_t ops) noexcept
+        : e_(ops >= bulk_post_items ? &e : nullptr), w_(i) {
+      if (e_ != nullptr) [[unlikely]]
+        e_->begin_bulk_post(w_);
+    }
+    ~bulk_post_scope() {
+      if (e_ != nullptr) [[unlikely]]
+        e_->end_bulk_post(w_);
+    }
+    bulk_post_scope(const bulk_post_scope&) = delete;
+    bulk_post_scope& operator=(const bulk_post_scope&) = delete;
+
+   private:
+    engine* e_;
+    std::uint32_t w_;
+  };
 
   /// After posting on worker `i`: wake the progress thread if it sleeps armed on that worker.
   /// It does not when an application thread drives the worker (it then looks at it on a
@@ -295,7 +315,7 @@ class engine {
   void check_local_peers() noexcept;
   void wake() noexcept;
   void run() noexcept;
-  bool sleep_armed(const std::vector<char>& user) noexcept;
+  bool sleep_armed(const std::vector<char>& off) noexcept;
   void set_worker_events(std::size_t i, bool on) noexcept;
   void watch(peer_state* p);
   void mark_failed(peer_state* p, std::string_view why) noexcept;

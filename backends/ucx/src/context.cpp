@@ -164,6 +164,7 @@ engine::~engine() {
     stop_.store(true);
     wake();
     thread_.join();
+    run_queued_posts(true);  // posts handed to the thread that it did not make end as canceled
   }
   {
     std::vector<peer_state*> live;

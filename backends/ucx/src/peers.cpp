@@ -7,10 +7,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <nixl/log.hpp>
@@ -23,7 +27,30 @@ namespace detail {
 
 namespace {
 constexpr std::string_view backend_destroyed = "its backend was destroyed";
+
+// One of the endpoint's lanes is UCX's tcp transport. UCX chooses an endpoint's lanes when it
+// is made from the peer's worker address, so the answer holds from then on. False where the
+// UCX library cannot say (its API before 1.14, or a runtime that does not know the query).
+bool has_tcp_lane(ucp_ep_h ep) noexcept {
+#if UCP_API_VERSION >= UCP_VERSION(1, 14)
+  std::array<ucp_transport_entry_t, 32> entries{};
+  ucp_ep_attr_t a{};
+  a.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+  a.transports.entries = entries.data();
+  a.transports.num_entries = static_cast<unsigned>(entries.size());
+  a.transports.entry_size = sizeof(ucp_transport_entry_t);
+  if (ucp_ep_query(ep, &a) != UCS_OK) return false;
+  const unsigned n = std::min<unsigned>(a.transports.num_entries, entries.size());
+  for (unsigned i = 0; i < n; ++i) {
+    const char* t = entries[i].transport_name;
+    if (t != nullptr && std::string_view(t).substr(0, 3) == "tcp") return true;
+  }
+#else
+  (void)ep;
+#endif
+  return false;
 }
+}  // namespace
 
 void engine::connect_self() {
   // loopback endpoints: each worker to itself
@@ -49,6 +76,7 @@ void engine::connect_self() {
       throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, "loopback endpoint");
     }
     self->eps.push_back(h);
+    self->tcp_lane.push_back(has_tcp_lane(h) ? 1 : 0);
   }
   self_ = self.get();
   peers_.push_back(std::move(self));
@@ -199,6 +227,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, fmt::format("load_peer('{}')", name));
     }
     p->eps.push_back(h);
+    p->tcp_lane.push_back(has_tcp_lane(h) ? 1 : 0);
   }
   if (watch) {
     ucp_ep_params_t ep{};
@@ -233,14 +262,20 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
   }
   peers_.push_back(std::move(p));
-  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{})", name, rec.id.pid,
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{}{})", name, rec.id.pid,
              same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none",
-             raw->watch_ep != nullptr ? ", watched by an endpoint in mode peer" : "");
+             raw->watch_ep != nullptr ? ", watched by an endpoint in mode peer" : "",
+             raw->tcp_lane.empty() || raw->tcp_lane[0] == 0 ? "" : ", a TCP lane");
   return raw;
 }
 
 void engine::close_eps(peer_state* p) noexcept {
   if (p->pidfd >= 0 || p->local_alive) probe(p);
+  // The progress thread's posts to the peer end before its endpoints go (they are bounded: the
+  // same calls a post makes); on that thread itself none is under way.
+  p->no_posts.store(true, std::memory_order_seq_cst);
+  if (std::this_thread::get_id() != thread_.get_id())
+    while (p->thread_posting.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Waits for `reqs` (freeing them), progressing every worker, until `deadline_ns` or, when
   // `until_dead`, until the peer is seen dead.
   const auto wait_all = [&](std::vector<ucs_status_ptr_t>& reqs, std::int64_t deadline_ns,

@@ -76,6 +76,7 @@ void engine::run() noexcept {
   std::int64_t last_local_check = 0;
   int sleep_ms = 1;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (posts_queued_.load(std::memory_order_relaxed)) run_queued_posts(false);
     const std::int64_t now = now_ns();
     bool any_driven = false;
     bool any_event = false;
@@ -88,6 +89,7 @@ void engine::run() noexcept {
       const bool d = now - last_user[i] < driven_window_ns;
       if (d != (driven[i] != 0)) {
         driven[i] = d ? 1 : 0;
+        watch_[i].driven.store(driven[i], std::memory_order_relaxed);
         set_worker_events(i, !d);
       }
       off[i] = d || watch_[i].bulk_posts.load(std::memory_order_acquire) != 0 ? 1 : 0;

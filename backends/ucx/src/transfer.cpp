@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <nixl/log.hpp>
@@ -40,6 +41,81 @@ bool engine::detach(op_slot* s) noexcept {
 void engine::reclaim(op_slot* s) noexcept {
   release_slot(s);
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
+                             std::size_t bytes) const noexcept {
+  if (!thread_.joinable() || ops == 0) return false;
+  switch (cfg_.post_thread) {
+    case post_thread_mode::never:
+      return false;
+    case post_thread_mode::always:
+      return true;
+    case post_thread_mode::automatic:
+      break;
+  }
+  return ops >= config::post_thread_ops ||
+         (bytes >= config::post_thread_tcp_bytes && w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
+}
+
+bool engine::queue_post(op_slot* s) noexcept {
+  s->post_state.store(post_queued, std::memory_order_release);
+  {
+    std::lock_guard lk(post_mu_);
+    try {
+      post_queue_.push_back(s);
+    } catch (...) {
+      s->post_state.store(post_idle, std::memory_order_relaxed);
+      return false;
+    }
+    posts_queued_.store(true, std::memory_order_relaxed);
+  }
+  // An application thread that polls the worker (driven mode) claims the post at its next
+  // status check, sooner than a woken thread would be scheduled, and a wake-up would take a
+  // core from the threads that move the data; the thread itself looks again within a tick.
+  if (watch_[s->worker].driven.load(std::memory_order_relaxed) == 0) wake();
+  return true;
+}
+
+void engine::post_claimed(op_slot* s, status cancel) noexcept {
+  peer_state* p = s->peer.load(std::memory_order_relaxed);
+  p->thread_posting.fetch_add(1, std::memory_order_seq_cst);
+  // a peer whose endpoints close, or that failed: the parts end without touching them
+  status why = cancel;
+  if (why == status::success && p->no_posts.load(std::memory_order_seq_cst))
+    why = status::canceled;
+  else if (why == status::success && p->gone())
+    why = status::remote_disconnect;
+  for (const op_run& pt : s->parts) {
+    if (why == status::success) {
+      // a status check that claimed it: the progress thread stays off the worker meanwhile
+      const bulk_post_scope hold(*s->owner, pt.worker, pt.count);
+      post_part(s, pt, s->write);
+    } else {
+      s->fail(why);
+      flush_done(s);
+    }
+  }
+  p->thread_posting.fetch_sub(1, std::memory_order_seq_cst);
+  s->post_state.store(post_idle, std::memory_order_release);  // its descriptors are not read now
+  flush_done(s);                                              // the posting count
+}
+
+void engine::run_queued_posts(bool fail) noexcept {
+  {
+    std::lock_guard lk(post_mu_);
+    posting_.swap(post_queue_);
+    posts_queued_.store(false, std::memory_order_relaxed);
+  }
+  // An entry whose post another thread claimed is stale: that slot may be queued again, by
+  // then with an entry of its own, so whichever entry comes first posts it.
+  for (op_slot* s : posting_)
+    if (claim_post(s)) post_claimed(s, fail ? status::canceled : status::success);
+  posting_.clear();
+}
+
+void engine::wait_posted(const op_slot* s) noexcept {
+  while (s->post_state.load(std::memory_order_acquire) != post_idle) std::this_thread::yield();
 }
 }  // namespace detail
 
@@ -228,6 +304,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
   const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
   host_vram_regions last_pair;
+  std::size_t bytes = 0;  // what UCX moves
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -285,6 +362,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     }
     items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[cw].get(),
                      l.region->memh.get()});
+    bytes += l.len;
   }
   if (chunks.size() == 1) chunks.clear();
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
@@ -303,11 +381,36 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.ep_ = p.state->eps[w];
   r.worker_ = w;
   r.op_ = op;
+  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size(), bytes);
+}
+
+bool backend::queue_parts(request& r) noexcept {
+  detail::op_slot* s = r.slot_;
+  try {
+    s->parts.clear();  // its capacity stays with the slot
+    if (r.chunks_.empty()) {
+      s->parts.push_back(
+          {r.items_.data(), static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+    } else {
+      for (const chunk& c : r.chunks_)
+        s->parts.push_back({r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker});
+    }
+  } catch (...) {
+    return false;
+  }
+  s->write = r.op_ == xfer_op::write;
+  return eng_->queue_post(s);
 }
 
 status backend::release(request& r) noexcept {
   detail::op_slot* s = r.slot_;
   if (s == nullptr) return status::success;
+  // A post still queued for the progress thread is canceled here, before UCX sees any of it;
+  // one being made ends first (the request's descriptors stay until then).
+  if (detail::engine::claim_post(s))
+    detail::engine::post_claimed(s, status::canceled);
+  else
+    detail::engine::wait_posted(s);
   if (s->busy()) {
     // UCX cannot cancel one-sided operations (ucp_request_cancel ignores them). Most end within
     // microseconds: progress for a short grace, then abandon the rest to the engine, which

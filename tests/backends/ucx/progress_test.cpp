@@ -1,7 +1,8 @@
 // The UCX progress thread's wake-ups and the worker structure: a request posted while the thread
 // sleeps long must still complete without the application polling; a worker an application
 // thread polled and then abandoned must be taken back; num_threads, worker_id= and
-// split_batch_size place requests on the workers they name.
+// split_batch_size place requests on the workers they name; post_thread hands the posts it names
+// to the thread.
 
 #include <nixl/backends/ucx.hpp>
 
@@ -176,4 +177,129 @@ TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over
   CHECK(ok);
   CHECK(init.be.release(w) == status::success);
   CHECK(init.be.release(rd) == status::success);
+}
+
+TEST_CASE("ucx post_thread: which requests the progress thread posts, and what it does with them") {
+  constexpr std::size_t blk = 4096, n = 64;
+  SECTION("auto: many operations go to the thread, one small one does not; never, always") {
+    for (const char* mode : {"auto", "never", "always"}) {
+      side init("init", n * blk, {{"post_thread", mode}}), tgt("tgt", n * blk);
+      peer_link l(init, tgt, "tgt");
+      std::vector<nixl::bound_desc<backend::region>> lo;
+      std::vector<nixl::bound_desc<backend::remote_region>> re;
+      for (std::size_t i = 0; i < n; ++i) {
+        lo.push_back(bd(init.buf.addr() + i * blk, blk, init.reg));
+        re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * blk, blk, l.rr));
+      }
+      backend::request many, one;
+      init.be.prepare(many, xfer_op::write, lo, re, l.peer);
+      init.be.prepare(one, xfer_op::write, std::span(lo).first(1), std::span(re).first(1), l.peer);
+      const std::string m = mode;
+      CHECK(many.posted_on_thread() == (m != "never"));
+      CHECK(one.posted_on_thread() == (m == "always"));
+      // The request is never polled: the thread posts it, and the notification (sent once
+      // the data is at the target) arrives.
+      init.buf.fill(7);
+      const status s = init.be.post(many, std::string_view("many"));
+      REQUIRE((s == status::in_progress || s == status::success));
+      nixl::notif_map got;
+      CHECK(nixl::test::wait_until([&] {
+        tgt.be.take_notifications(got);
+        return !got["init"].empty();
+      }));
+      CHECK(got["init"] == std::vector<std::string>{"many"});
+      bool ok = true;
+      for (std::size_t i = 0; i < n; ++i)
+        ok = ok && tgt.buf.holds(7, (n - 1 - i) * blk, blk, i * blk);
+      CHECK(ok);
+      CHECK(ucx_test::wait_done([&] { return init.be.check(many); }) == status::success);
+      // A read posted by the thread and polled at once (the poll may post it itself).
+      backend::request rd;
+      init.be.prepare(rd, xfer_op::read, lo, re, l.peer);
+      tgt.buf.fill(9);
+      REQUIRE(init.be.post(rd, std::nullopt) != status::invalid_param);
+      CHECK(ucx_test::wait_done([&] { return init.be.check(rd); }) == status::success);
+      ok = true;
+      for (std::size_t i = 0; i < n; ++i)
+        ok = ok && init.buf.holds(9, i * blk, blk, (n - 1 - i) * blk);
+      CHECK(ok);
+      CHECK(init.be.release(many) == status::success);
+      CHECK(init.be.release(one) == status::success);
+      CHECK(init.be.release(rd) == status::success);
+    }
+    CHECK(code_of([] {
+            backend::config::from_params({{"post_thread", "sometimes"}});
+          }) == status::invalid_param);
+    CHECK(backend::config::from_params({{"post_thread", "ALWAYS"}}).post_thread ==
+          nixl::ucx::post_thread_mode::always);
+  }
+  SECTION("a post released before the thread made it is canceled: nothing lands afterwards") {
+    side init("init", n * blk, {{"post_thread", "always"}}), tgt("tgt", n * blk);
+    peer_link l(init, tgt, "tgt");
+    std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), n * blk, init.reg)};
+    std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), n * blk, l.rr)};
+    nixl::notif_map notifs, aborts;
+    int canceled = 0;
+    for (int round = 0; round < 20; ++round) {
+      backend::request w;
+      init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+      REQUIRE(w.posted_on_thread());
+      // This thread polls the worker (driven mode): the post wakes no thread, so the release
+      // that follows at once usually finds it still queued.
+      const auto until = std::chrono::steady_clock::now() + 5ms;
+      while (std::chrono::steady_clock::now() < until) init.be.progress();
+      tgt.buf.fill(0);
+      init.buf.fill(static_cast<unsigned>(30 + round));
+      const std::string tag = "r" + std::to_string(round);
+      const status s = init.be.post(w, std::string_view(tag));
+      REQUIRE((s == status::in_progress || s == status::success));
+      CHECK(init.be.release(w) == status::success);
+      const bool landed = tgt.buf.holds(static_cast<unsigned>(30 + round), 0, n * blk, 0);
+      const bool untouched = tgt.buf.holds(0, 0, n * blk, 0);
+      CHECK((landed || untouched));  // never a part of the request
+      // the target learns the end either way: the notification, or an abort notice
+      nixl::notif_map nr, ar;
+      CHECK(nixl::test::wait_until([&] {
+        tgt.be.take_notifications(nr);
+        tgt.be.take_aborts(ar);
+        return nr["init"].size() + ar["init"].size() == 1;
+      }));
+      if (!ar["init"].empty()) {
+        ++canceled;
+        CHECK(ar["init"] == std::vector<std::string>{tag});
+        CHECK(untouched);
+      } else {
+        CHECK(nr["init"] == std::vector<std::string>{tag});
+        CHECK(landed);
+      }
+      // nothing of it arrives later
+      std::this_thread::sleep_for(5ms);
+      CHECK(tgt.buf.holds(landed ? static_cast<unsigned>(30 + round) : 0, 0, n * blk, 0));
+    }
+    INFO("rounds canceled before the thread posted: " << canceled);
+    CHECK(canceled > 0);
+  }
+  SECTION("over a TCP lane a large request goes to the thread, a small one does not") {
+    constexpr std::size_t big = std::size_t{1} << 20;
+    const nixl::params tcp{{"engine_config", "TLS=tcp,NET_DEVICES=lo"}};
+    side init("init", big, tcp), tgt("tgt", big, tcp);
+    peer_link l(init, tgt, "tgt");
+    std::vector<nixl::bound_desc<backend::region>> lo{bd(init.buf.addr(), big, init.reg)};
+    std::vector<nixl::bound_desc<backend::remote_region>> re{bd(tgt.buf.addr(), big, l.rr)};
+    backend::request large, small;
+    init.be.prepare(large, xfer_op::write, lo, re, l.peer);
+    std::vector<nixl::bound_desc<backend::region>> slo{bd(init.buf.addr(), 4096, init.reg)};
+    std::vector<nixl::bound_desc<backend::remote_region>> sre{bd(tgt.buf.addr(), 4096, l.rr)};
+    init.be.prepare(small, xfer_op::write, slo, sre, l.peer);
+#if UCP_API_VERSION >= UCP_VERSION(1, 14)
+    CHECK(large.posted_on_thread());  // UCX says which transports an endpoint uses
+#endif
+    CHECK_FALSE(small.posted_on_thread());
+    init.buf.fill(5);
+    REQUIRE(init.be.post(large, std::nullopt) != status::invalid_param);
+    CHECK(ucx_test::wait_done([&] { return init.be.check(large); }) == status::success);
+    CHECK(tgt.buf.holds(5, 0, big, 0));
+    CHECK(init.be.release(large) == status::success);
+    CHECK(init.be.release(small) == status::success);
+  }
 }

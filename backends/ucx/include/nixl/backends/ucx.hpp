@@ -132,7 +132,8 @@ class backend {
           peer_(std::exchange(o.peer_, nullptr)),
           ep_(std::exchange(o.ep_, nullptr)),
           worker_(o.worker_),
-          op_(o.op_) {}
+          op_(o.op_),
+          on_thread_(o.on_thread_) {}
     request& operator=(request&& o) noexcept {
       items_ = std::move(o.items_);
       gpu_ = std::move(o.gpu_);
@@ -145,6 +146,7 @@ class backend {
       ep_ = std::exchange(o.ep_, nullptr);
       worker_ = o.worker_;
       op_ = o.op_;
+      on_thread_ = o.on_thread_;
       return *this;
     }
     /// Number of descriptor pairs UCX will see.
@@ -158,6 +160,9 @@ class backend {
     std::uint32_t worker() const noexcept { return worker_; }
     /// Workers the request is split over (1 unless `split_batch_size` applies).
     std::size_t chunks() const noexcept { return chunks_.empty() ? 1 : chunks_.size(); }
+    /// True when the progress thread posts this request's operations, so that post returns at
+    /// once (`post_thread`: many operations, or a large request over a TCP lane).
+    bool posted_on_thread() const noexcept { return on_thread_; }
 
    private:
     friend class backend;
@@ -174,6 +179,7 @@ class backend {
     ucp_ep_h ep_ = nullptr;
     std::uint32_t worker_ = 0;
     xfer_op op_ = xfer_op::write;
+    bool on_thread_ = false;
   };
 
   /// Creates the UCX context, workers and (unless disabled) the progress thread.
@@ -267,6 +273,9 @@ class backend {
 
  private:
   status post_chunk(request& r, const chunk& c) noexcept;
+  /// Hands the request's chunks to the progress thread (request::posted_on_thread); false when
+  /// it cannot take them, and the caller posts them itself.
+  bool queue_parts(request& r) noexcept;
   std::unique_ptr<detail::engine> eng_;
 };
 
@@ -304,6 +313,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   // puts move the rest; the notification goes out once both are done.
   if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_);
 
+  if (r.on_thread_ && queue_parts(r)) return status::in_progress;
   if (r.chunks_.empty()) {
     post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
   } else {
@@ -320,39 +330,13 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   return st;
 }
 
-// Puts (or gets) of one chunk, then the flush of its endpoint. Returns the request's state when
-// this chunk's flush completed at once and was the last (success or an error), else in_progress.
-// A put or get that UCX keeps reports its own outcome through the same callback as the flush:
-// in error mode `none`, a failed operation (1.22: a cma write to a process that exited) still
-// lets the flush succeed, so the flush alone would report success for data that never landed.
+// Puts (or gets) of one chunk and the flush of its endpoint (engine::post_part), with the
+// progress thread kept off the worker while a chunk of many operations is posted.
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   const detail::engine::bulk_post_scope hold(*eng_, c.worker, c.end - c.begin);
-  detail::op_slot* s = r.slot_;
-  ucp_request_param_t p{};
-  p.op_attr_mask =
-      UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.send = &detail::engine::on_flush;
-  p.user_data = s;
-  const bool write = r.op_ == xfer_op::write;
-  for (std::uint32_t i = c.begin; i < c.end; ++i) {
-    const detail::xfer_item& it = r.items_[i];
-    p.memh = it.memh;
-    ucs_status_ptr_t sp = write ? ucp_put_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p)
-                                : ucp_get_nbx(c.ep, it.local, it.len, it.remote, it.rkey, &p);
-    if (UCS_PTR_IS_PTR(sp)) {
-      s->flushes.fetch_add(1, std::memory_order_relaxed);  // its callback ends it
-    } else if (UCS_PTR_IS_ERR(sp)) {
-      s->fail(detail::to_status(UCS_PTR_STATUS(sp)));
-      return detail::engine::flush_done(s);  // this chunk ends here, without a flush
-    }
-  }
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.send = &detail::engine::on_flush;
-  p.user_data = s;
-  ucs_status_ptr_t f = ucp_ep_flush_nbx(c.ep, &p);
-  if (UCS_PTR_IS_PTR(f)) return status::in_progress;
-  if (UCS_PTR_IS_ERR(f)) s->fail(detail::to_status(UCS_PTR_STATUS(f)));
-  return detail::engine::flush_done(s);
+  return detail::engine::post_part(r.slot_,
+                                   {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker},
+                                   r.op_ == xfer_op::write);
 }
 
 inline status backend::check(request& r) noexcept {
@@ -362,6 +346,13 @@ inline status backend::check(request& r) noexcept {
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
+    // Handed to the progress thread and not yet made: posted here (a thread that polls makes
+    // it at once instead of waiting for the progress thread to be scheduled); being made by the
+    // thread: progressing its worker now would only slow that down.
+    if (s->post_state.load(std::memory_order_relaxed) != detail::engine::post_idle) [[unlikely]] {
+      if (!detail::engine::claim_post(s)) return status::in_progress;
+      detail::engine::post_claimed(s, status::success);
+    }
     if (const auto d = s->copy_deadline_ns.load(std::memory_order_relaxed); d != 0) [[unlikely]]
       if (std::chrono::steady_clock::now().time_since_epoch() > std::chrono::nanoseconds(d))
         eng_->expire_copy(s);

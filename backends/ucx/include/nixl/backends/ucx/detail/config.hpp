@@ -29,10 +29,29 @@ enum class error_mode : std::uint8_t {
 
 std::string_view to_string(error_mode m) noexcept;
 
+/// Who makes a request's UCX calls when a progress thread runs (`post_thread`).
+enum class post_thread_mode : std::uint8_t {
+  /// The default: the progress thread posts requests of at least `config::post_thread_ops`
+  /// operations, and requests of at least `config::post_thread_tcp_bytes` on an endpoint with a
+  /// TCP lane (UCX's tcp transport sends inside the put call), so that post returns at once;
+  /// the caller posts the rest (`auto`).
+  automatic = 0,
+  /// The progress thread posts every request (`always`).
+  always = 1,
+  /// The caller posts every request (`never`).
+  never = 2,
+};
+
+std::string_view to_string(post_thread_mode m) noexcept;
+
 /// Backend configuration. `from_params` takes NIXL's parameter names.
 struct config {
   /// The most workers (`num_workers`, `num_threads`) one backend has.
   static constexpr std::size_t max_workers = 64;
+  /// `post_thread=auto`: requests of this many operations or more go to the progress thread.
+  static constexpr std::size_t post_thread_ops = 16;
+  /// `post_thread=auto`: requests of this many bytes or more over a TCP lane go to the thread.
+  static constexpr std::size_t post_thread_tcp_bytes = std::size_t{64} << 10;
 
   /// UCX workers; requests are spread over them round-robin (`num_workers`).
   std::size_t num_workers = 1;
@@ -60,6 +79,9 @@ struct config {
   /// (this process's, or a peer process's through CUDA IPC) and the driver loads; `ucx` (false)
   /// leaves it to UCX, which stages it through host memory (docs/ucx.md, "GPU memory").
   bool cuda_host_vram = true;
+  /// Who makes a request's UCX calls while a progress thread runs (`post_thread`: auto, always,
+  /// never); without the thread the caller always does.
+  post_thread_mode post_thread = post_thread_mode::automatic;
 
   /// Parses NIXL-style params; throws `nixl::error(invalid_param)` naming a bad value.
   static config from_params(const params& p);

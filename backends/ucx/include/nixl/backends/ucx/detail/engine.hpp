@@ -45,6 +45,23 @@ struct peer_state;
 /// Where a request is, as its completion slot records it (the phases every backend shares).
 using phase = nixl::detail::phase;
 
+/// One resolved descriptor pair of a request.
+struct xfer_item {
+  void* local = nullptr;
+  std::size_t len = 0;
+  std::uint64_t remote = 0;
+  ucp_rkey_h rkey = nullptr;
+  ucp_mem_h memh = nullptr;
+};
+
+/// A run of a request's descriptors on one endpoint: what one flush covers.
+struct op_run {
+  const xfer_item* items = nullptr;
+  std::uint32_t count = 0;
+  ucp_ep_h ep = nullptr;
+  std::uint32_t worker = 0;  ///< the endpoint's worker
+};
+
 /// Completion state of one request while UCX works on it. Slots are owned by the engine and
 /// live as long as it does, so a UCX callback never sees freed memory even when the request
 /// that posted it is gone. Its phase and result are the shared completion record's.
@@ -70,16 +87,31 @@ struct op_slot : nixl::detail::completion {
   std::atomic<std::int64_t> copy_deadline_ns{0};
   /// The streams of this request's DRAM <-> VRAM driver copies and the events after them.
   gpu_streams gpu_used;
+  /// A post handed to the progress thread (engine::queue_post): its parts (the descriptors
+  /// stay the request's), gets or puts, and where it stands: post_idle, post_queued (whoever
+  /// claims it first posts it: the thread, a status check of the request, or release, which
+  /// cancels it), post_posting (claimed; release waits for its end before the request's
+  /// descriptors may go).
+  std::vector<op_run> parts;
+  bool write = true;
+  std::atomic<std::uint8_t> post_state{0};
 };
 
 /// One remote agent (or this agent itself, for loopback).
 struct peer_state {
   std::string name;
   std::vector<ucp_ep_h> eps;  ///< one per local worker
+  /// Per endpoint: it has a TCP lane (UCX's tcp transport writes to the socket inside the put
+  /// call until the socket is full), set once when the endpoint is made.
+  std::vector<char> tcp_lane;
   std::atomic<bool> failed{false};
   bool closed = false;
   std::atomic<bool> closing{false};  ///< its endpoints are being closed: nothing more is sent
-  bool ucx_peer_mode = false;        ///< data endpoints use UCX's `peer` error mode
+  /// Set when its endpoints are about to close: posts handed to the progress thread are not
+  /// made any more (they end as canceled); `thread_posting` counts those being made to it.
+  std::atomic<bool> no_posts{false};
+  std::atomic<int> thread_posting{0};
+  bool ucx_peer_mode = false;  ///< data endpoints use UCX's `peer` error mode
   /// A peer on another host in mode `auto`: an endpoint of worker 0 in UCX's `peer` error mode
   /// that carries no data and only watches the peer (its error callback marks it failed), so
   /// that the data endpoints can stay in mode `none`, where UCX 1.22 puts over TCP zero-copy
@@ -103,15 +135,6 @@ struct peer_state {
   }
 };
 
-/// One resolved descriptor pair of a request.
-struct xfer_item {
-  void* local = nullptr;
-  std::size_t len = 0;
-  std::uint64_t remote = 0;
-  ucp_rkey_h rkey = nullptr;
-  ucp_mem_h memh = nullptr;
-};
-
 /// What the progress thread and the application threads tell each other about one worker.
 struct alignas(64) worker_watch {
   /// Bumped by every progress an application thread makes on the worker (`check`, `progress`):
@@ -122,6 +145,8 @@ struct alignas(64) worker_watch {
   /// Posts of many operations in progress on the worker (engine::bulk_post): the progress
   /// thread stays off it until they end.
   std::atomic<std::uint32_t> bulk_posts{0};
+  /// The progress thread holds the worker in driven mode (an application thread polls it).
+  std::atomic<int> driven{0};
 };
 
 class engine {
@@ -244,6 +269,36 @@ class engine {
     std::uint32_t w_;
   };
 
+  /// Whether a request of `ops` operations and `bytes` on `p`'s endpoint of worker `w` is
+  /// posted by the progress thread instead of the caller (`post_thread`): large requests over a
+  /// TCP lane (UCX sends inside the put call) and requests of many operations, so that post
+  /// returns at once; never without the thread.
+  bool posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
+                       std::size_t bytes) const noexcept;
+  static constexpr std::uint8_t post_idle = 0, post_queued = 1, post_posting = 2;
+  /// Hands posted slot `s` (its parts filled, its posting count held) to the progress thread.
+  /// False when the queue cannot take it (no memory): the caller posts.
+  bool queue_post(op_slot* s) noexcept;
+  /// Takes a queued post of `s` to make it here (post_queued -> post_posting); false when it is
+  /// not queued or another thread took it.
+  static bool claim_post(op_slot* s) noexcept {
+    std::uint8_t q = post_queued;
+    return s->post_state.compare_exchange_strong(q, post_posting, std::memory_order_acquire);
+  }
+  /// Makes the post claimed by claim_post: its parts (ended with `cancel` instead when that is
+  /// not success, or when the peer's endpoints close or it failed), then drops the posting
+  /// count.
+  static void post_claimed(op_slot* s, status cancel) noexcept;
+  /// Posts part `pt` of `s`: its puts (`write`) or gets, then the flush of its endpoint. Returns
+  /// the request's state when the flush completed at once and was the last (success or an
+  /// error), else in_progress. A put or get that UCX keeps reports its own outcome through the
+  /// same callback as the flush: in error mode `none`, a failed operation (1.22: a cma write to a
+  /// process that exited) still lets the flush succeed, so the flush alone would report success
+  /// for data that never landed.
+  static status post_part(op_slot* s, const op_run& pt, bool write) noexcept;
+  /// Waits until a claimed post of `s` has been made (release).
+  static void wait_posted(const op_slot* s) noexcept;
+
   /// After posting on worker `i`: wake the progress thread if it sleeps armed on that worker.
   /// It does not when an application thread drives the worker (it then looks at it on a
   /// timer), nor while it is awake.
@@ -316,6 +371,9 @@ class engine {
   void wake() noexcept;
   void run() noexcept;
   bool sleep_armed(const std::vector<char>& off) noexcept;
+  /// The progress thread posts what queue_post handed it and no other thread claimed (`fail`:
+  /// the engine stops; those posts end as canceled instead).
+  void run_queued_posts(bool fail) noexcept;
   void set_worker_events(std::size_t i, bool on) noexcept;
   void watch(peer_state* p);
   void mark_failed(peer_state* p, std::string_view why) noexcept;
@@ -387,6 +445,11 @@ class engine {
   static void copy_done(op_slot* s, status st) noexcept;
   std::atomic<std::uint64_t> copy_token_{1};
 
+  std::mutex post_mu_;
+  std::vector<op_slot*> post_queue_;  ///< posts the progress thread makes (queue_post)
+  std::vector<op_slot*> posting_;     ///< the thread's batch of them (capacity reused)
+  std::atomic<bool> posts_queued_{false};
+
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::event_fd wake_fd_;
   std::atomic<bool> stop_{false};
@@ -445,6 +508,31 @@ inline status engine::flush_done(op_slot* s) noexcept {
   const status st = s->owner->after_data(s);
   if (st == status::in_progress) s->owner->kick(s->worker);
   return st;
+}
+
+inline status engine::post_part(op_slot* s, const op_run& pt, bool write) noexcept {
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &engine::on_flush;
+  p.user_data = s;
+  for (std::uint32_t i = 0; i < pt.count; ++i) {
+    const xfer_item& it = pt.items[i];
+    p.memh = it.memh;
+    ucs_status_ptr_t sp = write ? ucp_put_nbx(pt.ep, it.local, it.len, it.remote, it.rkey, &p)
+                                : ucp_get_nbx(pt.ep, it.local, it.len, it.remote, it.rkey, &p);
+    if (UCS_PTR_IS_PTR(sp)) {
+      s->flushes.fetch_add(1, std::memory_order_relaxed);  // its callback ends it
+    } else if (UCS_PTR_IS_ERR(sp)) {
+      s->fail(to_status(UCS_PTR_STATUS(sp)));
+      return flush_done(s);  // this part ends here, without a flush
+    }
+  }
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  ucs_status_ptr_t f = ucp_ep_flush_nbx(pt.ep, &p);
+  if (UCS_PTR_IS_PTR(f)) return status::in_progress;
+  if (UCS_PTR_IS_ERR(f)) s->fail(to_status(UCS_PTR_STATUS(f)));
+  return flush_done(s);
 }
 
 inline void engine::on_am_done(void* request, ucs_status_t st, void* user) noexcept {

@@ -59,6 +59,8 @@ config config::from_params(const params& p) {
     } else if (key == "split_batch_size") {
       c.split_batch_size =
           nixl::detail::parse_number("LIBFABRIC", key, value, 0, std::size_t{1} << 30);
+    } else if (key == "post_thread") {
+      c.post_thread = nixl::detail::parse_post_thread("LIBFABRIC", key, value);
     } else if (key == "enable_prog_thread") {
       c.enable_prog_thread = nixl::detail::parse_bool("LIBFABRIC", key, value);
     } else if (key == "progress_spin_us") {
@@ -89,6 +91,7 @@ params config::to_params() const {
   p["num_threads"] = std::to_string(num_threads);
   p["split_batch_size"] = std::to_string(split_batch_size);
   p["progress_spin_us"] = std::to_string(progress_spin.count());
+  p["post_thread"] = std::string(nixl::detail::to_string(post_thread));
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
 }
@@ -110,7 +113,8 @@ params backend::default_params() {
           {"num_threads", "0"},
           {"split_batch_size", "1024"},
           {"enable_prog_thread", "true"},
-          {"progress_spin_us", "50"}};
+          {"progress_spin_us", "50"},
+          {"post_thread", "auto"}};
 }
 
 }  // namespace nixl::libfabric

@@ -284,6 +284,7 @@ void engine::open_rails() {
   mr_local_ = (mode & FI_MR_LOCAL) != 0;
   if (rails_[0]->info->fabric_attr->prov_name != nullptr)
     provider_ = rails_[0]->info->fabric_attr->prov_name;
+  sends_in_call_ = provider_.rfind("tcp", 0) == 0 || provider_.rfind("sockets", 0) == 0;
   log::info("LIBFABRIC: provider {}, {} rail(s), mr_mode {:#x}, delivery complete {}", provider_,
             rails_.size(), mode, rma_flags_ != 0);
 }

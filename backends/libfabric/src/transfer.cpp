@@ -47,6 +47,21 @@ void engine::reclaim(op_slot* s) noexcept {
 }
 
 void engine::release(op_slot* s) noexcept {
+  // A post handed to the progress thread and not taken up yet is canceled whole: libfabric
+  // never sees it, and its notification becomes an abort notice.
+  if (s->handed.load(std::memory_order_relaxed) &&
+      !s->posting.test_and_set(std::memory_order_acquire)) {
+    if (s->handed.exchange(false, std::memory_order_relaxed)) {
+      int none = 0;
+      s->failure.compare_exchange_strong(none, static_cast<int>(status::canceled),
+                                         std::memory_order_relaxed);
+      s->next = static_cast<std::uint32_t>(s->chunks.size());
+    }
+    s->posting.clear(std::memory_order_release);
+    if (s->next == s->chunks.size() && s->hold.exchange(false, std::memory_order_acq_rel) &&
+        s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      data_done(s);
+  }
   if (s->busy()) {
     const auto until = std::chrono::steady_clock::now() + release_grace;
     while (s->busy() && std::chrono::steady_clock::now() < until) {
@@ -74,6 +89,13 @@ status engine::start(op_slot* s) noexcept {
   s->counted.store(true, std::memory_order_relaxed);
   active_.fetch_add(1, std::memory_order_seq_cst);
   s->start();
+  if (s->on_thread) {
+    // the progress thread posts it, or the request's first status check does
+    s->handed.store(true, std::memory_order_relaxed);
+    queue_retry(s);
+    if (sleeping_.load(std::memory_order_seq_cst)) wake();
+    return s->result();
+  }
   if (sleeping_.load(std::memory_order_seq_cst)) wake();
   pump(s);
   return s->result();
@@ -81,6 +103,7 @@ status engine::start(op_slot* s) noexcept {
 
 void engine::pump(op_slot* s) noexcept {
   if (s->posting.test_and_set(std::memory_order_acquire)) return;  // another thread posts it
+  s->handed.store(false, std::memory_order_relaxed);
   bool requeue = false;
   const std::uint64_t wflags = FI_COMPLETION | rma_flags_;
   int eagain = 0;
@@ -325,6 +348,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     c.slot = s;
   }
   s->write = op == xfer_op::write;
+  s->on_thread = eng_->posts_on_thread(s->chunks.size());
   s->peer = ps;
   s->notif.reserve(256);
   r.slot_ = s;

@@ -64,12 +64,6 @@ std::string_view to_string(error_mode m) noexcept {
   return names(m);
 }
 
-std::string_view to_string(post_thread_mode m) noexcept {
-  static constexpr auto names =
-      nixl::detail::make_enum_names<post_thread_mode>({"auto", "always", "never"}, "auto");
-  return names(m);
-}
-
 config config::from_params(const params& p) {
   config c;
   for (const auto& [key, value] : p) {
@@ -109,16 +103,7 @@ config config::from_params(const params& p) {
       else
         raise(status::invalid_param, "UCX parameter host_vram_copy='{}': use cuda or ucx", value);
     } else if (key == "post_thread") {
-      const std::string v = nixl::detail::lower(value);
-      if (v == "auto" || v.empty())
-        c.post_thread = post_thread_mode::automatic;
-      else if (v == "always")
-        c.post_thread = post_thread_mode::always;
-      else if (v == "never")
-        c.post_thread = post_thread_mode::never;
-      else
-        raise(status::invalid_param,
-              "UCX parameter post_thread='{}': use auto (the default), always or never", value);
+      c.post_thread = nixl::detail::parse_post_thread("UCX", key, value);
     } else if (key == "enable_prog_thread") {
       c.enable_prog_thread = nixl::detail::parse_bool("UCX", key, value);
     } else {
@@ -138,7 +123,7 @@ params config::to_params() const {
   p["engine_config"] = engine_config;
   p["progress_spin_us"] = std::to_string(progress_spin.count());
   p["host_vram_copy"] = cuda_host_vram ? "cuda" : "ucx";
-  p["post_thread"] = std::string(to_string(post_thread));
+  p["post_thread"] = std::string(nixl::detail::to_string(post_thread));
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
 }

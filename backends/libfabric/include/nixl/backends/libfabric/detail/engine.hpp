@@ -88,7 +88,11 @@ struct op_slot : nixl::detail::completion {
   /// keep the thread spinning.
   std::atomic<bool> counted{false};
   std::atomic_flag posting = ATOMIC_FLAG_INIT;  ///< one thread posts this slot at a time
-  std::uint32_t next = 0;                       ///< chunks posted so far (under `posting`)
+  /// Posted by the progress thread (`post_thread`, set at prepare), and, once started, handed to
+  /// it and not yet taken up (by the thread or by a status check, whichever comes first).
+  bool on_thread = false;
+  std::atomic<bool> handed{false};
+  std::uint32_t next = 0;  ///< chunks posted so far (under `posting`)
   bool notif_due = false;  ///< data landed, notification not yet posted (under `posting`)
   bool write = true;
   bool has_notif = false;
@@ -230,6 +234,25 @@ class engine {
   /// progress thread) the heartbeats. Returns the completions handled.
   std::size_t progress() noexcept;
 
+  /// Whether a request of `ops` operations is posted by the progress thread (`post_thread`).
+  bool posts_on_thread(std::size_t ops) const noexcept {
+    if (!thread_.joinable() || ops == 0) return false;
+    switch (cfg_.post_thread) {
+      case nixl::detail::post_thread_mode::never:
+        return false;
+      case nixl::detail::post_thread_mode::always:
+        return true;
+      case nixl::detail::post_thread_mode::automatic:
+        break;
+    }
+    return ops >= config::post_thread_ops || sends_in_call_;
+  }
+  /// A status check of a request handed to the progress thread: posts it here unless the
+  /// thread has taken it up (a program that polls then posts on its own core at once).
+  void take_up(op_slot* s) noexcept {
+    if (s->handed.load(std::memory_order_relaxed)) pump(s);
+  }
+
   static constexpr std::chrono::milliseconds release_grace{20};
   static constexpr std::chrono::milliseconds contact_wait{200};
   /// True when this agent may send to `p` now (see `peer_state::contact`).
@@ -281,6 +304,8 @@ class engine {
   std::string agent_name_;
   nixl::detail::waker* waker_ = nullptr;  ///< the agent's: signalled on completions, notifications
   std::string provider_;
+  /// The provider moves data inside fi_writemsg / fi_readmsg (tcp, sockets).
+  bool sends_in_call_ = false;
   std::uint64_t uid_ = 0;
   /// This engine as the other engines of the process see it (null until it is listed there).
   std::shared_ptr<local_life> life_;

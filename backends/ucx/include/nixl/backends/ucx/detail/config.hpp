@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include <nixl/detail/params.hpp>
 #include <nixl/memory.hpp>
 
 namespace nixl::ucx {
@@ -29,20 +30,11 @@ enum class error_mode : std::uint8_t {
 
 std::string_view to_string(error_mode m) noexcept;
 
-/// Who makes a request's UCX calls when a progress thread runs (`post_thread`).
-enum class post_thread_mode : std::uint8_t {
-  /// The default: the progress thread posts requests of at least `config::post_thread_ops`
-  /// operations, and requests of at least `config::post_thread_tcp_bytes` on an endpoint with a
-  /// TCP lane (UCX's tcp transport sends inside the put call), so that post returns at once;
-  /// the caller posts the rest (`auto`).
-  automatic = 0,
-  /// The progress thread posts every request (`always`).
-  always = 1,
-  /// The caller posts every request (`never`).
-  never = 2,
-};
-
-std::string_view to_string(post_thread_mode m) noexcept;
+/// Who makes a request's UCX calls when a progress thread runs (`post_thread`): `automatic`
+/// (`auto`, the default) hands the thread requests of at least `config::post_thread_ops`
+/// operations, and requests of at least `config::post_thread_tcp_bytes` on an endpoint with a
+/// TCP lane (UCX's tcp transport sends inside the put call), so that post returns at once.
+using post_thread_mode = nixl::detail::post_thread_mode;
 
 /// Backend configuration. `from_params` takes NIXL's parameter names.
 struct config {

@@ -43,8 +43,7 @@ void engine::reclaim(op_slot* s) noexcept {
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
-                             std::size_t bytes) const noexcept {
+bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops) const noexcept {
   if (!thread_.joinable() || ops == 0) return false;
   switch (cfg_.post_thread) {
     case post_thread_mode::never:
@@ -54,8 +53,7 @@ bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t o
     case post_thread_mode::automatic:
       break;
   }
-  return ops >= config::post_thread_ops ||
-         (bytes >= config::post_thread_tcp_bytes && w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
+  return ops >= config::post_thread_ops || (w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
 }
 
 bool engine::queue_post(op_slot* s) noexcept {
@@ -304,7 +302,6 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
   const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
   host_vram_regions last_pair;
-  std::size_t bytes = 0;  // what UCX moves
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -362,7 +359,6 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     }
     items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[cw].get(),
                      l.region->memh.get()});
-    bytes += l.len;
   }
   if (chunks.size() == 1) chunks.clear();
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
@@ -381,7 +377,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.ep_ = p.state->eps[w];
   r.worker_ = w;
   r.op_ = op;
-  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size(), bytes);
+  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size());
 }
 
 bool backend::queue_parts(request& r) noexcept {

@@ -161,7 +161,7 @@ class backend {
     /// Workers the request is split over (1 unless `split_batch_size` applies).
     std::size_t chunks() const noexcept { return chunks_.empty() ? 1 : chunks_.size(); }
     /// True when the progress thread posts this request's operations, so that post returns at
-    /// once (`post_thread`: many operations, or a large request over a TCP lane).
+    /// once (`post_thread`: many operations, or a TCP lane).
     bool posted_on_thread() const noexcept { return on_thread_; }
 
    private:

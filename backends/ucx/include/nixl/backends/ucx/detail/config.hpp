@@ -32,8 +32,8 @@ std::string_view to_string(error_mode m) noexcept;
 
 /// Who makes a request's UCX calls when a progress thread runs (`post_thread`): `automatic`
 /// (`auto`, the default) hands the thread requests of at least `config::post_thread_ops`
-/// operations, and requests of at least `config::post_thread_tcp_bytes` on an endpoint with a
-/// TCP lane (UCX's tcp transport sends inside the put call), so that post returns at once.
+/// operations, and every request on an endpoint with a TCP lane (UCX's tcp transport sends
+/// inside the put call), so that post returns at once.
 using post_thread_mode = nixl::detail::post_thread_mode;
 
 /// Backend configuration. `from_params` takes NIXL's parameter names.
@@ -42,8 +42,6 @@ struct config {
   static constexpr std::size_t max_workers = 64;
   /// `post_thread=auto`: requests of this many operations or more go to the progress thread.
   static constexpr std::size_t post_thread_ops = 16;
-  /// `post_thread=auto`: requests of this many bytes or more over a TCP lane go to the thread.
-  static constexpr std::size_t post_thread_tcp_bytes = std::size_t{64} << 10;
 
   /// UCX workers; requests are spread over them round-robin (`num_workers`).
   std::size_t num_workers = 1;

@@ -269,12 +269,11 @@ class engine {
     std::uint32_t w_;
   };
 
-  /// Whether a request of `ops` operations and `bytes` on `p`'s endpoint of worker `w` is
-  /// posted by the progress thread instead of the caller (`post_thread`): large requests over a
-  /// TCP lane (UCX sends inside the put call) and requests of many operations, so that post
-  /// returns at once; never without the thread.
-  bool posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
-                       std::size_t bytes) const noexcept;
+  /// Whether a request of `ops` operations on `p`'s endpoint of worker `w` is posted by the
+  /// progress thread instead of the caller (`post_thread`): requests of many operations, and
+  /// every request over a TCP lane (UCX sends inside the put call), so that post returns at
+  /// once; never without the thread.
+  bool posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops) const noexcept;
   static constexpr std::uint8_t post_idle = 0, post_queued = 1, post_posting = 2;
   /// Hands posted slot `s` (its parts filled, its posting count held) to the progress thread.
   /// False when the queue cannot take it (no memory): the caller posts.

@@ -348,9 +348,13 @@ inline status backend::check(request& r) noexcept {
     if (r.peer_->failed.load(std::memory_order_acquire)) return status::remote_disconnect;
     // Handed to the progress thread and not yet made: posted here (a thread that polls makes
     // it at once instead of waiting for the progress thread to be scheduled); being made by the
-    // thread: progressing its worker now would only slow that down.
+    // thread: progressing its worker now would only slow that down, but the poll still counts
+    // (the worker stays driven, and the next post wakes no thread).
     if (s->post_state.load(std::memory_order_relaxed) != detail::engine::post_idle) [[unlikely]] {
-      if (!detail::engine::claim_post(s)) return status::in_progress;
+      if (!detail::engine::claim_post(s)) {
+        eng_->note_user_poll(r.worker_);
+        return status::in_progress;
+      }
       detail::engine::post_claimed(s, status::success);
     }
     if (const auto d = s->copy_deadline_ns.load(std::memory_order_relaxed); d != 0) [[unlikely]]

@@ -89,7 +89,7 @@ void engine::run() noexcept {
       const bool d = now - last_user[i] < driven_window_ns;
       if (d != (driven[i] != 0)) {
         driven[i] = d ? 1 : 0;
-        watch_[i].driven.store(driven[i], std::memory_order_relaxed);
+        watch_[i].driven.store(driven[i], std::memory_order_seq_cst);
         set_worker_events(i, !d);
       }
       off[i] = d || watch_[i].bulk_posts.load(std::memory_order_acquire) != 0 ? 1 : 0;
@@ -108,6 +108,9 @@ void engine::run() noexcept {
     } else if (any_event && now - last_work < spin_ns) {
       busy = true;  // keep polling for a while: the next message of a burst is likely near
     }
+    // A post handed over while this pass changed a worker's mode may have seen it driven and
+    // not woken the thread: look at the queue once more (seq_cst, as queue_post) before sleeping.
+    if (!busy && posts_queued_.load(std::memory_order_seq_cst)) busy = true;
     if (!busy) busy = !sleep_armed(off);
     if (busy) sleep_ms = 1;
     int n = 0;

@@ -79,6 +79,10 @@ void engine::release(op_slot* s) noexcept {
 }
 
 status engine::start(op_slot* s) noexcept {
+  // A queued entry of this slot's last request may still reach pump on the progress thread
+  // (the request ended through a status check, or release canceled it): the fields that pump
+  // reads change only with the posting flag held.
+  posting_lock lock(s);
   s->failure.store(0, std::memory_order_relaxed);
   s->next = 0;
   s->notif_due = false;
@@ -89,6 +93,7 @@ status engine::start(op_slot* s) noexcept {
   s->counted.store(true, std::memory_order_relaxed);
   active_.fetch_add(1, std::memory_order_seq_cst);
   s->start();
+  lock.unlock();
   if (s->on_thread) {
     // the progress thread posts it, or the request's first status check does
     s->handed.store(true, std::memory_order_relaxed);
@@ -103,6 +108,10 @@ status engine::start(op_slot* s) noexcept {
 
 void engine::pump(op_slot* s) noexcept {
   if (s->posting.test_and_set(std::memory_order_acquire)) return;  // another thread posts it
+  if (const phase ph = s->state(); ph != phase::busy && ph != phase::orphan) {
+    s->posting.clear(std::memory_order_release);  // a stale queued entry: that request ended
+    return;
+  }
   s->handed.store(false, std::memory_order_relaxed);
   bool requeue = false;
   const std::uint64_t wflags = FI_COMPLETION | rma_flags_;
@@ -341,6 +350,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     }
   }
   detail::op_slot* s = r.slot_ != nullptr ? r.slot_ : eng_->acquire_slot();
+  const detail::posting_lock lock(s);  // a stale queued entry of it may be in pump
   s->chunks = std::move(chunks);
   s->ctxs.assign(s->chunks.size(), detail::op_ctx{});
   for (detail::op_ctx& c : s->ctxs) {

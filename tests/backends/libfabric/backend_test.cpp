@@ -286,7 +286,8 @@ TEST_CASE("libfabric post_thread: the tcp provider's posts go to the progress th
       CHECK(b.buf.holds(landed ? static_cast<unsigned>(20 + round) : 0, 0, n, 0));
     }
     // Last, as this test writes no more into b's memory afterwards: the data of a read leaves
-    // from b's progress thread, and nothing TSan sees orders that with this thread.
+    // from b's progress thread, and only what b's thread does after it orders that with this
+    // thread (below).
     // polled at once: the status check may post it itself
     lf::backend::request rd;
     a.be.prepare(rd, xfer_op::read, loc, rem, l.peer);
@@ -295,5 +296,9 @@ TEST_CASE("libfabric post_thread: the tcp provider's posts go to the progress th
     CHECK(lf_test::wait_done([&] { return a.be.check(rd); }) == status::success);
     CHECK(a.buf.holds(6, 0, n, 0));
     a.be.release(rd);
+    // b's progress thread handles this notification after it sent the read's data: taking it
+    // orders that thread's reads of b's memory before b's memory goes
+    a.be.notify(l.peer, "done");
+    CHECK(messages_from(b.be, "a", 1).first == std::vector<std::string>{"done"});
   }
 }

@@ -108,6 +108,25 @@ struct op_slot : nixl::detail::completion {
   engine* owner = nullptr;
 };
 
+/// Holds a slot's posting flag for a scope, waiting while a pump has it (bounded: the calls one
+/// pump makes).
+class posting_lock {
+ public:
+  explicit posting_lock(op_slot* s) noexcept : s_(s) {
+    while (s_->posting.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~posting_lock() { unlock(); }
+  void unlock() noexcept {
+    if (s_ != nullptr) s_->posting.clear(std::memory_order_release);
+    s_ = nullptr;
+  }
+  posting_lock(const posting_lock&) = delete;
+  posting_lock& operator=(const posting_lock&) = delete;
+
+ private:
+  op_slot* s_;
+};
+
 /// One remote agent (or this agent itself, for loopback).
 struct peer_state {
   std::string name;

@@ -80,8 +80,7 @@ void engine::on_error(const fi_cq_err_entry& e) noexcept {
   switch (c->kind) {
     case ctx_kind::rma: {
       op_slot* s = c->slot;
-      int none = 0;
-      s->failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+      s->fail(st);
       if (st == status::remote_disconnect && s->peer != nullptr)
         mark_failed(s->peer, fi_strerror(e.err));
       if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) data_done(s);

@@ -52,15 +52,12 @@ void engine::release(op_slot* s) noexcept {
   if (s->handed.load(std::memory_order_relaxed) &&
       !s->posting.test_and_set(std::memory_order_acquire)) {
     if (s->handed.exchange(false, std::memory_order_relaxed)) {
-      int none = 0;
-      s->failure.compare_exchange_strong(none, static_cast<int>(status::canceled),
-                                         std::memory_order_relaxed);
+      s->fail(status::canceled);
       s->next = static_cast<std::uint32_t>(s->chunks.size());
     }
+    const bool all_posted = s->next == s->chunks.size();
     s->posting.clear(std::memory_order_release);
-    if (s->next == s->chunks.size() && s->hold.exchange(false, std::memory_order_acq_rel) &&
-        s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      data_done(s);
+    if (all_posted) drop_hold(s);
   }
   if (s->busy()) {
     const auto until = std::chrono::steady_clock::now() + release_grace;
@@ -119,11 +116,7 @@ void engine::pump(op_slot* s) noexcept {
   // the peer's connection is not ours to open yet: the progress loop posts later
   if (s->next < s->chunks.size() && !may_send(s->peer)) requeue = true;
   while (!requeue && s->next < s->chunks.size()) {
-    if (s->peer->failed.load(std::memory_order_relaxed)) {
-      int none = 0;
-      s->failure.compare_exchange_strong(none, static_cast<int>(status::remote_disconnect),
-                                         std::memory_order_relaxed);
-    }
+    if (s->peer->failed.load(std::memory_order_relaxed)) s->fail(status::remote_disconnect);
     if (s->state() == phase::orphan || s->failure.load(std::memory_order_relaxed) != 0) {
       s->next = static_cast<std::uint32_t>(s->chunks.size());  // post no more
       break;
@@ -167,9 +160,7 @@ void engine::pump(op_slot* s) noexcept {
       }
       continue;
     }
-    int none = 0;
-    s->failure.compare_exchange_strong(none, static_cast<int>(to_status(rc)),
-                                       std::memory_order_relaxed);
+    s->fail(to_status(rc));
     s->next = static_cast<std::uint32_t>(s->chunks.size());
   }
   status finish = status::in_progress;  // completed after the posting flag is clear
@@ -191,9 +182,15 @@ void engine::pump(op_slot* s) noexcept {
     complete(s, finish);
   } else if (requeue) {
     queue_retry(s);
-  } else if (all_posted && s->hold.exchange(false, std::memory_order_acq_rel)) {
-    if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) data_done(s);
+  } else if (all_posted) {
+    drop_hold(s);
   }
+}
+
+void engine::drop_hold(op_slot* s) noexcept {
+  if (s->hold.exchange(false, std::memory_order_acq_rel) &&
+      s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    data_done(s);
 }
 
 void engine::data_done(op_slot* s) noexcept {
@@ -207,6 +204,8 @@ void engine::data_done(op_slot* s) noexcept {
       complete(s, end);
       return;
     }
+    // a stale queued entry of this slot may be in pump, which reads these
+    const posting_lock lock(s);
     s->abort = true;
     s->end = end;
   } else if (!s->has_notif) {
@@ -215,7 +214,9 @@ void engine::data_done(op_slot* s) noexcept {
   }
   const std::optional<status> st = post_notif(s);
   if (!st) {
+    posting_lock lock(s);
     s->notif_due = true;
+    lock.unlock();
     queue_retry(s);
   } else if (*st != status::in_progress) {
     complete(s, s->abort ? s->end : *st);  // a notice that could not go: the request's end

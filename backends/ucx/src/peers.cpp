@@ -275,7 +275,7 @@ void engine::close_eps(peer_state* p) noexcept {
   // same calls a post makes); on that thread itself none is under way.
   p->no_posts.store(true, std::memory_order_seq_cst);
   if (std::this_thread::get_id() != thread_.get_id())
-    while (p->thread_posting.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    while (p->handed_posting.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Waits for `reqs` (freeing them), progressing every worker, until `deadline_ns` or, when
   // `until_dead`, until the peer is seen dead.
   const auto wait_all = [&](std::vector<ucs_status_ptr_t>& reqs, std::int64_t deadline_ns,

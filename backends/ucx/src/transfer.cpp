@@ -44,16 +44,9 @@ void engine::reclaim(op_slot* s) noexcept {
 }
 
 bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops) const noexcept {
-  if (!thread_.joinable() || ops == 0) return false;
-  switch (cfg_.post_thread) {
-    case post_thread_mode::never:
-      return false;
-    case post_thread_mode::always:
-      return true;
-    case post_thread_mode::automatic:
-      break;
-  }
-  return ops >= config::post_thread_ops || (w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
+  return thread_.joinable() &&
+         nixl::detail::posts_on_thread(cfg_.post_thread, ops, config::post_thread_ops,
+                                       w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
 }
 
 bool engine::queue_post(op_slot* s) noexcept {
@@ -77,24 +70,25 @@ bool engine::queue_post(op_slot* s) noexcept {
 
 void engine::post_claimed(op_slot* s, status cancel) noexcept {
   peer_state* p = s->peer.load(std::memory_order_relaxed);
-  p->thread_posting.fetch_add(1, std::memory_order_seq_cst);
+  p->handed_posting.fetch_add(1, std::memory_order_seq_cst);
   // a peer whose endpoints close, or that failed: the parts end without touching them
   status why = cancel;
   if (why == status::success && p->no_posts.load(std::memory_order_seq_cst))
     why = status::canceled;
   else if (why == status::success && p->gone())
     why = status::remote_disconnect;
+  // a status check that claimed it keeps the progress thread off the worker meanwhile
+  const bool app_thread = std::this_thread::get_id() != s->owner->thread_.get_id();
   for (const op_run& pt : s->parts) {
     if (why == status::success) {
-      // a status check that claimed it: the progress thread stays off the worker meanwhile
-      const bulk_post_scope hold(*s->owner, pt.worker, pt.count);
+      const bulk_post_scope hold(*s->owner, pt.worker, app_thread ? pt.count : 0);
       post_part(s, pt, s->write);
     } else {
       s->fail(why);
       flush_done(s);
     }
   }
-  p->thread_posting.fetch_sub(1, std::memory_order_seq_cst);
+  p->handed_posting.fetch_sub(1, std::memory_order_seq_cst);
   s->post_state.store(post_idle, std::memory_order_release);  // its descriptors are not read now
   flush_done(s);                                              // the posting count
 }

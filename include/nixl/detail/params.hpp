@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -48,6 +49,23 @@ inline std::string_view to_string(post_thread_mode m) noexcept {
       break;
   }
   return "auto";
+}
+
+/// Whether a request of `ops` operations is posted by the progress thread under mode `m`: `auto`
+/// hands it over from `min_ops` operations, or when the transport would keep the caller waiting
+/// (`blocks_caller`).
+constexpr bool posts_on_thread(post_thread_mode m, std::size_t ops, std::size_t min_ops,
+                               bool blocks_caller) noexcept {
+  if (ops == 0) return false;
+  switch (m) {
+    case post_thread_mode::never:
+      return false;
+    case post_thread_mode::always:
+      return true;
+    case post_thread_mode::automatic:
+      break;
+  }
+  return ops >= min_ops || blocks_caller;
 }
 
 inline post_thread_mode parse_post_thread(std::string_view who, std::string_view key,

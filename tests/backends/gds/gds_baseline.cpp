@@ -2,7 +2,7 @@
 // on one thread, over the same sweep as nixl-bench (block sizes doubling, iterations divided by
 // --large_blk_iter_ftr above 1 MiB). Prints CSV: op,mem,block,iters,gbps,avg_us.
 //
-//   nixl_gds_baseline --dir /tmp --mem VRAM --op WRITE --start_block_size 4K \
+//   nixl_gds_baseline --dir /tmp --mem VRAM --op WRITE --start_block_size 4K
 //       --max_block_size 256M --num_iter 1000 --warmup_iter 100 --large_blk_iter_ftr 16
 
 #include <cuda_runtime_api.h>

@@ -106,6 +106,12 @@ struct op_slot : nixl::detail::completion {
   std::string notif;  ///< the message, capacity reused
   peer_state* peer = nullptr;
   engine* owner = nullptr;
+
+  /// Records `st` as the request's error unless an earlier one is recorded.
+  void fail(status st) noexcept {
+    int none = 0;
+    failure.compare_exchange_strong(none, static_cast<int>(st), std::memory_order_relaxed);
+  }
 };
 
 /// Holds a slot's posting flag for a scope, waiting while a pump has it (bounded: the calls one
@@ -255,16 +261,9 @@ class engine {
 
   /// Whether a request of `ops` operations is posted by the progress thread (`post_thread`).
   bool posts_on_thread(std::size_t ops) const noexcept {
-    if (!thread_.joinable() || ops == 0) return false;
-    switch (cfg_.post_thread) {
-      case nixl::detail::post_thread_mode::never:
-        return false;
-      case nixl::detail::post_thread_mode::always:
-        return true;
-      case nixl::detail::post_thread_mode::automatic:
-        break;
-    }
-    return ops >= config::post_thread_ops || sends_in_call_;
+    return thread_.joinable() &&
+           nixl::detail::posts_on_thread(cfg_.post_thread, ops, config::post_thread_ops,
+                                         sends_in_call_);
   }
   /// A status check of a request handed to the progress thread: posts it here unless the
   /// thread has taken it up (a program that polls then posts on its own core at once).
@@ -286,6 +285,8 @@ class engine {
   void setup_buffers();
   void post_recv(std::uint32_t i) noexcept;
   void pump(op_slot* s) noexcept;
+  /// Gives back the count held while posting; the last count runs data_done.
+  void drop_hold(op_slot* s) noexcept;
   void data_done(op_slot* s) noexcept;
   std::optional<status> post_notif(op_slot* s) noexcept;
   void complete(op_slot* s, status st) noexcept;

@@ -108,9 +108,10 @@ struct peer_state {
   bool closed = false;
   std::atomic<bool> closing{false};  ///< its endpoints are being closed: nothing more is sent
   /// Set when its endpoints are about to close: posts handed to the progress thread are not
-  /// made any more (they end as canceled); `thread_posting` counts those being made to it.
+  /// made any more (they end as canceled); `handed_posting` counts handed posts being made to it
+  /// now, by the progress thread or by the application thread that claimed one.
   std::atomic<bool> no_posts{false};
-  std::atomic<int> thread_posting{0};
+  std::atomic<int> handed_posting{0};
   bool ucx_peer_mode = false;  ///< data endpoints use UCX's `peer` error mode
   /// A peer on another host in mode `auto`: an endpoint of worker 0 in UCX's `peer` error mode
   /// that carries no data and only watches the peer (its error callback marks it failed), so

@@ -62,6 +62,7 @@ std::vector<nb::nixl_row> nixlbench_run(const options& o, int round) {
 int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
+  if (o.wait_spin_us >= 0) cfg.wait_spin = std::chrono::microseconds(o.wait_spin_us);
   if (o.num_threads > 1) cfg.sync = nixl::thread_sync::rw;
   bench_agent a(initiator_name, cfg);
   a.create_backend(o.backend, backend_params(o));

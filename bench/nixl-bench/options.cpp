@@ -97,6 +97,11 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--compare_nixl_args", o.compare_nixl_args, "more nixlbench arguments")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--yield", o.yield, "yield the CPU between polls instead of spinning");
+  app.add_flag("--wait", o.wait,
+               "wait for each request with request::wait (its spin, then the agent's event fd) "
+               "instead of polling");
+  app.add_option("--wait_spin_us", o.wait_spin_us,
+                 "the initiator's agent_config::wait_spin (with --wait; default: the agent's)");
   app.add_option("--processes", o.processes,
                  "1: target in this process; 2: a target process over loopback (0: 2 for UCX)")
       ->check(CLI::Range(0, 2));

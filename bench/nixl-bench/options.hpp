@@ -46,6 +46,8 @@ struct options {
   bool skip_merge = false;
   bool enable_pt = true;
   bool yield = false;
+  bool wait = false;       ///< request::wait instead of polling
+  long wait_spin_us = -1;  ///< agent_config::wait_spin of the initiator; < 0: the default
   bool ucx_alloc = false;
   int pipeline_depth = 1;       // requests in flight per thread (repost mode)
   bool reregister_mem = false;  // register + deregister the local blocks every iteration

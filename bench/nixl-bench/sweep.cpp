@@ -5,6 +5,7 @@
 #include "sweep.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <latch>
 #include <thread>
@@ -22,10 +23,15 @@ struct thread_out {
   std::exception_ptr err;
 };
 
-nixl::status wait(bench_agent::xfer_request& r, nixl::status s, target_side& tgt, bool yield) {
+nixl::status wait(bench_agent::xfer_request& r, nixl::status s, target_side& tgt,
+                  const options& o) {
   while (s == nixl::status::in_progress) {
     tgt.idle();
-    if (yield) std::this_thread::yield();
+    if (o.wait) {  // request::wait: its spin, then the agent's event fd
+      s = r.wait(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (o.yield) std::this_thread::yield();
     s = r.status();
   }
   return s;
@@ -198,7 +204,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           const auto t1 = nb::clock::now();
           auto s = req.post();
           const auto t2 = nb::clock::now();
-          must(wait(req, s, tgt, o.yield), "post");
+          must(wait(req, s, tgt, o), "post");
           record(k, k == p.warmup ? prep : 0.0, nb::us_since(t1, t2),
                  nb::us_since(t1, nb::clock::now()));
         }
@@ -215,7 +221,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           const auto t1 = nb::clock::now();
           auto s = req.post();
           const auto t2 = nb::clock::now();
-          must(wait(req, s, tgt, o.yield), "post");
+          must(wait(req, s, tgt, o), "post");
           const auto t3 = nb::clock::now();
           out.descs = req.descriptor_count();
           req.release();

@@ -26,6 +26,11 @@ struct agent_config {
   /// NIXL's xferStallTimeout: a request still in progress this long after its post is canceled
   /// and ends with `xfer_stalled` (see request::status). <= 0: off (the default).
   std::chrono::microseconds xfer_stall_timeout{0};
+  /// request::wait on a backend whose progress thread wakes waiters (UCX, LIBFABRIC): the first
+  /// wait after a post polls the request for up to this long before it sleeps on the agent's
+  /// event fd, so a transfer that ends within microseconds is not delayed by two thread
+  /// wake-ups (docs/waiting.md). 0: sleep at once.
+  std::chrono::microseconds wait_spin{200};
 };
 
 /// Options of registration and metadata calls: restrict to some backends by name.

@@ -56,7 +56,8 @@ void engine::wake() noexcept {
 //    thread for the cores, and it never holds the worker's lock when that thread wants it (on
 //    a busy machine a lock holder that loses its core stalls the poller for a time slice). It
 //    looks at the counter every tick and takes the worker back to event mode when no
-//    application thread has progressed it for two ticks.
+//    application thread has progressed it for two ticks, or at once when the thread that drove
+//    it says it stopped (request::wait, after its spin, before it sleeps: hand_back).
 // A missed event-fd wake-up (UCX 1.13 can miss one; NIXL polls every 1 ms for that reason) costs
 // at most 1 ms during traffic: the sleep after work is 1 ms, doubling while idle up to the
 // configured period.
@@ -82,7 +83,10 @@ void engine::run() noexcept {
     bool any_event = false;
     for (std::size_t i = 0; i < nw; ++i) {
       const std::uint32_t u = watch_[i].user_polls.load(std::memory_order_relaxed);
-      if (u != seen[i]) {
+      if (watch_[i].handed_back.exchange(0, std::memory_order_seq_cst) != 0) {
+        seen[i] = u;  // the thread that drove it waits now: event mode at once
+        last_user[i] = std::numeric_limits<std::int64_t>::min() / 2;
+      } else if (u != seen[i]) {
         seen[i] = u;
         last_user[i] = now;
       }

@@ -388,6 +388,7 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
   req.backend_descs_ = l.size();
   const auto stall = opt.stall_timeout.count() != 0 ? opt.stall_timeout : cfg_.xfer_stall_timeout;
   req.stall_timeout_ = stall.count() > 0 ? stall : std::chrono::microseconds{0};
+  req.wait_spin_ = std::max(cfg_.wait_spin, std::chrono::microseconds{0});
   req.pins_ = std::move(pins.first);
   req.more_pins_ = std::move(pins.second);
   // Storage for a notification: reserved only when asked for, so that a request without one

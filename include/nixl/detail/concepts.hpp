@@ -150,6 +150,14 @@ concept peeking_backend = backend<B> && requires(const B& cb, const typename B::
   { cb.peek(r) }
   noexcept->std::same_as<status>;
 };
+/// A backend whose progress thread leaves a worker alone while an application thread drives it:
+/// `hand_back(r)` says the calling thread stops progressing what `r` waits on (request::wait,
+/// after its spin), so the thread takes it back at once.
+template <class B>
+concept handing_backend = backend<B> && requires(B& b, const typename B::request& r) {
+  { b.hand_back(r) }
+  noexcept;
+};
 template <class B>
 concept querying_backend = backend<B> && requires(B& b, std::span<const reg_desc> d) {
   { b.query_memory(d) } -> std::convertible_to<std::vector<std::optional<params>>>;

@@ -3,8 +3,10 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
@@ -40,11 +42,13 @@ bool readable_within(int fd, std::chrono::milliseconds limit) {
 struct wait_pair {
   buffer ib, tb;
   ucx_agent init, tgt;
-  /// `thread`: the initiator's progress thread; `target_thread`: the target's.
-  wait_pair(std::size_t n, bool thread, bool target_thread = true)
+  /// `thread`: the initiator's progress thread; `target_thread`: the target's; `spin`: the
+  /// initiator's agent_config::wait_spin.
+  wait_pair(std::size_t n, bool thread, bool target_thread = true,
+            std::chrono::microseconds spin = nixl::agent_config{}.wait_spin)
       : ib(n),
         tb(n),
-        init("initiator", {.enable_prog_thread = thread}),
+        init("initiator", {.enable_prog_thread = thread, .wait_spin = spin}),
         // By default the target progresses itself, as a peer process does: without that, UCX
         // builds whose protocols need the target's worker (1.13's) never finish a request.
         tgt("target", {.enable_prog_thread = target_thread}) {
@@ -142,6 +146,52 @@ TEST_CASE("ucx wait: waits end at their deadline when nothing happens") {
   p.tgt.drain_events();
   pollfd pf{fd, POLLIN, 0};
   CHECK(::poll(&pf, 1, 50) == 0);
+}
+
+TEST_CASE("ucx wait: the first wait after a post polls for wait_spin, then sleeps") {
+  // Over tcp a put needs the target's worker (the data and the flush's answer): a target that
+  // nobody progresses holds the request in flight while the initiator waits.
+  nixl::test::env_guard env;
+  env.set("UCX_TLS", "tcp");
+  const auto spin = GENERATE(0ms, 20ms);
+  // up to request::wait_spin_max_bytes a wait spins; beyond, it sleeps at once
+  const std::size_t n = GENERATE(std::size_t{64} << 10, std::size_t{16} << 20);
+  CAPTURE(spin.count(), n);
+  const bool spins =
+      spin.count() > 0 && n <= nixl::request<nixl::ucx::backend>::wait_spin_max_bytes;
+  wait_pair p(n, true, false, spin);
+  auto& be = p.init.get_backend<nixl::ucx::backend>();
+  auto r = p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(), 1, n),
+                                 nixl::test::blocks(p.tb.addr(), 1, n), "target");
+  REQUIRE(r.post() == status::in_progress);
+  const std::uint32_t before = be.worker_polls(0);
+  auto t0 = clk::now();
+  CHECK(r.wait(100ms) == status::in_progress);
+  CHECK(clk::now() - t0 >= 100ms);  // the spin did not end the wait before its deadline
+  const std::uint32_t after_first = be.worker_polls(0);
+  if (spins)
+    CHECK(after_first != before);  // polled the request (each poll progresses its worker)
+  else
+    CHECK(after_first == before);  // slept at once: never progressed the worker
+  // a second wait on the same post sleeps at once
+  t0 = clk::now();
+  CHECK(r.wait(50ms) == status::in_progress);
+  CHECK(clk::now() - t0 >= 50ms);
+  CHECK(be.worker_polls(0) == after_first);
+  // the target moves now: the wait that sleeps ends with the transfer
+  std::atomic<bool> stop{false};
+  std::thread driver([&] {
+    while (!stop.load()) p.tgt.get_backend<nixl::ucx::backend>().progress();
+  });
+  CHECK(r.wait(30s) == status::success);
+  stop = true;
+  driver.join();
+  // wait(0) polls once: the spin is bounded by the wait's own deadline
+  REQUIRE(r.post() == status::in_progress);
+  t0 = clk::now();
+  CHECK(r.wait(0ms) == status::in_progress);
+  CHECK(clk::now() - t0 < slack);
+  CHECK(r.release() == status::success);
 }
 
 TEST_CASE("ucx abort notices: a request released in flight tells its target, once its data is in") {

@@ -210,6 +210,9 @@ class backend {
   /// True when the progress thread finishes requests and signals the agent's waker: without it
   /// completions are learnt inside check(), and request::wait re-checks at intervals.
   bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
+  /// The calling thread stops progressing `r`'s worker (request::wait goes to sleep): the
+  /// progress thread takes the worker back now rather than after the driven window.
+  void hand_back(const request& r) noexcept { eng_->hand_back(r.worker_); }
   /// Frees the request. A request in flight gets `engine::release_grace` (20 ms) to end; then
   /// it is abandoned (UCX cannot cancel one-sided operations): no notification goes out (an
   /// abort notice once UCX is done with the data, if it carried one), its completion is not
@@ -268,6 +271,9 @@ class backend {
   /// them (a released request in flight, a request in flight to a peer that failed in UCX mode
   /// `none`); they go when UCX is done, at the latest with the backend. A diagnostic.
   std::size_t kept_handles() const noexcept { return eng_->kept_handles(); }
+  /// How many times application threads progressed worker `w` (status checks, progress()):
+  /// while it changes, the progress thread leaves the worker to them. A diagnostic.
+  std::uint32_t worker_polls(std::uint32_t w) const noexcept { return eng_->worker_polls(w); }
   /// True once `p` is known to be gone.
   static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 

@@ -148,6 +148,9 @@ struct alignas(64) worker_watch {
   std::atomic<std::uint32_t> bulk_posts{0};
   /// The progress thread holds the worker in driven mode (an application thread polls it).
   std::atomic<int> driven{0};
+  /// An application thread stopped driving the worker (it sleeps in request::wait now): the
+  /// progress thread takes it back at once instead of after the driven window.
+  std::atomic<int> handed_back{0};
 };
 
 class engine {
@@ -233,6 +236,18 @@ class engine {
   void note_user_poll(std::size_t i) noexcept {
     auto& polls = watch_[i].user_polls;
     polls.store(polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  std::uint32_t worker_polls(std::uint32_t i) const noexcept {
+    return i < workers_.size() ? watch_[i].user_polls.load(std::memory_order_relaxed) : 0;
+  }
+
+  /// The application thread that drove worker `i` stops (it goes to sleep until a request ends):
+  /// the progress thread, woken if it holds the worker in driven mode, takes it back now.
+  void hand_back(std::uint32_t i) noexcept {
+    if (!thread_.joinable()) return;
+    watch_[i].handed_back.store(1, std::memory_order_seq_cst);
+    if (watch_[i].driven.load(std::memory_order_seq_cst) != 0) wake();
   }
 
   /// A request of at least this many operations is a bulk post (begin_bulk_post).

@@ -77,7 +77,7 @@ void engine::run() noexcept {
   std::int64_t last_local_check = 0;
   int sleep_ms = 1;
   while (!stop_.load(std::memory_order_relaxed)) {
-    if (posts_queued_.load(std::memory_order_relaxed)) run_queued_posts(false);
+    if (posts_runnable()) run_queued_posts(false);
     const std::int64_t now = now_ns();
     bool any_driven = false;
     bool any_event = false;
@@ -114,7 +114,7 @@ void engine::run() noexcept {
     }
     // A post handed over while this pass changed a worker's mode may have seen it driven and
     // not woken the thread: look at the queue once more (seq_cst, as queue_post) before sleeping.
-    if (!busy && posts_queued_.load(std::memory_order_seq_cst)) busy = true;
+    if (!busy && posts_runnable()) busy = true;
     if (!busy) busy = !sleep_armed(off);
     if (busy) sleep_ms = 1;
     int n = 0;

@@ -294,6 +294,16 @@ class engine {
   /// Hands posted slot `s` (its parts filled, its posting count held) to the progress thread.
   /// False when the queue cannot take it (no memory): the caller posts.
   bool queue_post(op_slot* s) noexcept;
+  /// While `on`, the progress thread leaves handed posts queued: a status check of the request or
+  /// its release takes them (a diagnostic, for tests of that hand-over). Off wakes the thread.
+  void hold_posts(bool on) noexcept {
+    posts_held_.store(on, std::memory_order_seq_cst);
+    if (!on && thread_.joinable()) wake();
+  }
+  bool posts_runnable() const noexcept {
+    return posts_queued_.load(std::memory_order_seq_cst) &&
+           !posts_held_.load(std::memory_order_relaxed);
+  }
   /// Takes a queued post of `s` to make it here (post_queued -> post_posting); false when it is
   /// not queued or another thread took it.
   static bool claim_post(op_slot* s) noexcept {
@@ -464,6 +474,7 @@ class engine {
   std::vector<op_slot*> post_queue_;  ///< posts the progress thread makes (queue_post)
   std::vector<op_slot*> posting_;     ///< the thread's batch of them (capacity reused)
   std::atomic<bool> posts_queued_{false};
+  std::atomic<bool> posts_held_{false};  ///< hold_posts: the thread leaves the queue alone
 
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::event_fd wake_fd_;

@@ -100,12 +100,13 @@ def test_cuda_tensors_through_cuda_backend(unique_name):
     for i in range(k):
         assert torch.equal(dsts[k - 1 - i], srcs[i])
     p.release()
-    # memory that prepared lists still use is refused (NIXL_ERR_NOT_ALLOWED) until they go
-    with pytest.raises(nb.nixlNotAllowedError):
-        a.deregister_memory(reg_v)
+    # as in NIXL, VRAM that prepared lists point into deregisters; the lists then fail their
+    # next use (nixlNotFoundError) where NIXL would leave them dangling
+    a.deregister_memory(reg_v)
+    with pytest.raises(nb.nixlNotFoundError, match="deregistered"):
+        a.make_prepped_xfer("WRITE", local, [0], remote, [0])
     a.release_dlist_handle(local)
     a.release_dlist_handle(remote)
-    a.deregister_memory(reg_v)
     a.deregister_memory(reg_h)
 
 

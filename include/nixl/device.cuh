@@ -82,19 +82,50 @@ __device__ inline void sync() {
   if constexpr (L == level::block) __syncthreads();
 }
 
-/// The address of [offset, offset + size) of entry `i` of `v`, or why there is none.
-template <class Side, class Kind>
-__device__ inline result locate(view<Side, Kind> v, std::size_t i, std::size_t offset,
-                                std::size_t size, char*& out) {
-  const abi::header* h = v.header;
-  if (h == nullptr || h->magic != abi::magic || h->side != Side::value) return result::bad_view;
-  if (h->state != abi::state_live) return result::released;
-  if (i >= h->count) return result::bad_index;
-  const abi::entry e = reinterpret_cast<const abi::entry*>(h + 1)[i];
+/// A view's header as one pair of 16-byte loads (a null handle reads as no view).
+struct head {
+  std::uint32_t magic = 0, state = 0, side = 0;
+  std::uint64_t count = 0;
+};
+__device__ inline head read_head(const abi::header* h) {
+  if (h == nullptr) return {};
+  const int4 a = reinterpret_cast<const int4*>(h)[0];
+  const int4 b = reinterpret_cast<const int4*>(h)[1];
+  return {static_cast<std::uint32_t>(a.x), static_cast<std::uint32_t>(a.y),
+          static_cast<std::uint32_t>(b.x),
+          static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.z)) |
+              static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.w)) << 32};
+}
+template <class Side>
+__device__ inline result check_head(const head& h, std::size_t i) {
+  if (h.magic != abi::magic || h.side != Side::value) return result::bad_view;
+  if (h.state != abi::state_live) return result::released;
+  if (i >= h.count) return result::bad_index;
+  return result::ok;
+}
+/// Entry `i` of a view whose head check_head accepted, as one 16-byte load.
+__device__ inline abi::entry read_entry(const abi::header* h, std::size_t i) {
+  const int4 v = reinterpret_cast<const int4*>(h + 1)[i];
+  return {static_cast<std::uint64_t>(static_cast<std::uint32_t>(v.x)) |
+              static_cast<std::uint64_t>(static_cast<std::uint32_t>(v.y)) << 32,
+          static_cast<std::uint64_t>(static_cast<std::uint32_t>(v.z)) |
+              static_cast<std::uint64_t>(static_cast<std::uint32_t>(v.w)) << 32};
+}
+/// The address of [offset, offset + size) of entry `e`, or why there is none.
+__device__ inline result resolve(const abi::entry& e, std::size_t offset, std::size_t size,
+                                 char*& out) {
   if (e.ptr == 0) return result::placeholder;
   if (offset > e.len || size > e.len - offset) return result::out_of_range;
   out = reinterpret_cast<char*>(e.ptr + offset);
   return result::ok;
+}
+
+/// The address of [offset, offset + size) of entry `i` of `v`, or why there is none.
+template <class Side, class Kind>
+__device__ inline result locate(view<Side, Kind> v, std::size_t i, std::size_t offset,
+                                std::size_t size, char*& out) {
+  if (result r = check_head<Side>(read_head(v.header), i); r != result::ok) return r;
+  return resolve(read_entry(v.header, i), offset, size, out);
 }
 
 template <class T>
@@ -131,10 +162,17 @@ template <level L = level::thread, class Kind>
 __device__ inline result put(view<local_side, Kind> src, std::size_t si, std::size_t src_offset,
                              view<remote_side, Kind> dst, std::size_t di, std::size_t dst_offset,
                              std::size_t size) {
+  // Both views' headers, then both entries, are read at once: two memory round trips before
+  // the data moves instead of four (with one wave of blocks, each adds to the kernel's time).
+  // Errors are still reported source first.
+  const impl::head hs = impl::read_head(src.header), hd = impl::read_head(dst.header);
+  if (result r = impl::check_head<local_side>(hs, si); r != result::ok) return r;
+  if (result r = impl::check_head<remote_side>(hd, di); r != result::ok) return r;
+  const abi::entry es = impl::read_entry(src.header, si), ed = impl::read_entry(dst.header, di);
   char* s = nullptr;
   char* d = nullptr;
-  if (result r = impl::locate(src, si, src_offset, size, s); r != result::ok) return r;
-  if (result r = impl::locate(dst, di, dst_offset, size, d); r != result::ok) return r;
+  if (result r = impl::resolve(es, src_offset, size, s); r != result::ok) return r;
+  if (result r = impl::resolve(ed, dst_offset, size, d); r != result::ok) return r;
   impl::copy<L>(d, s, size);
   return result::ok;
 }
@@ -173,11 +211,8 @@ __device__ inline void* get_ptr(view<Side, Kind> v, std::size_t i) {
 /// Number of entries of a live view (0 for a bad or released one).
 template <class Side, class Kind>
 __device__ inline std::size_t size(view<Side, Kind> v) {
-  const abi::header* h = v.header;
-  if (h == nullptr || h->magic != abi::magic || h->side != Side::value ||
-      h->state != abi::state_live)
-    return 0;
-  return h->count;
+  const impl::head h = impl::read_head(v.header);
+  return h.magic == abi::magic && h.side == Side::value && h.state == abi::state_live ? h.count : 0;
 }
 
 }  // namespace nixl::device

@@ -4,11 +4,18 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <ucs/debug/log_def.h>
+
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nixl/log.hpp>
@@ -20,6 +27,48 @@ namespace nixl::ucx {
 namespace detail {
 
 namespace {
+
+// UCX prints its own log lines (WARN and ERROR by default: a flush to a peer that died, a bad
+// UCX_* variable) to stdout unless UCX_LOG_FILE names a file. A program's stdout is its own:
+// those lines go to stderr instead, as the library's own do (nixl/log.hpp: one whole line
+// each, or the sink set there), at UCX's level (UCX_LOG_LEVEL; NIXL_LOG_LEVEL does not filter
+// them). Fatal messages and UCX's "print" level keep UCX's own handler.
+ucs_log_func_rc_t ucx_log_line(const char* file, unsigned line, const char* /*function*/,
+                               ucs_log_level_t level, const ucs_log_component_config_t* comp,
+                               const char* format, va_list ap) {
+  if (level == UCS_LOG_LEVEL_FATAL || level >= UCS_LOG_LEVEL_LAST) return UCS_LOG_FUNC_RC_CONTINUE;
+  if (comp != nullptr && level > comp->log_level) return UCS_LOG_FUNC_RC_CONTINUE;
+  char buf[2048];
+  const int n = std::vsnprintf(buf, sizeof buf, format, ap);
+  if (n < 0) return UCS_LOG_FUNC_RC_CONTINUE;
+  const log::level ours = level <= UCS_LOG_LEVEL_ERROR   ? log::level::error
+                          : level == UCS_LOG_LEVEL_WARN  ? log::level::warn
+                          : level <= UCS_LOG_LEVEL_INFO  ? log::level::info
+                          : level == UCS_LOG_LEVEL_DEBUG ? log::level::debug
+                                                         : log::level::trace;
+  std::string_view name = file != nullptr ? file : "ucx";
+  name = name.substr(name.find_last_of('/') + 1);
+  const std::string where(name);
+  std::string_view rest(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+  while (!rest.empty()) {  // one line of ours per line of UCX's message
+    const std::size_t end = rest.find('\n');
+    const std::string_view one = rest.substr(0, end);
+    if (!one.empty())
+      log::detail::emit(ours, fmt::format("UCX {}", one),
+                        log::detail::where_t{where.c_str(), line});
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void route_ucx_log() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* f = std::getenv("UCX_LOG_FILE");
+    if (f == nullptr || *f == '\0') ucs_log_push_handler(ucx_log_line);
+  });
+}
 
 // UCX lists TCP devices from /sys/class/net. Where sysfs was mounted for another network
 // namespace (`nsenter --net`, `unshare --net` without a sysfs mount, a container given the
@@ -73,6 +122,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     raise(status::invalid_param, "UCX: agent name of {} bytes exceeds the limit of {}",
           agent_name_.size(), max_name_size);
 
+  route_ucx_log();  // before UCX reads its configuration, whose complaints it logs
   id_ = nixl::detail::host_identity::self();
   netdev_problem_ = netdev_mismatch();
   if (!netdev_problem_.empty()) log::warn("UCX: agent '{}': {}", bctx.agent_name, netdev_problem_);

@@ -12,7 +12,8 @@
 # packed nixlbench), OPS (default "WRITE READ"), ITER (num_iter, default 1000), DEPTH (when set,
 # nixl-bench also runs WRITE with --pipeline_depth DEPTH), ETCD=1 (nixl-bench meets through an
 # etcd on the target host instead of the listener), START (first block size, default 4K), MAX
-# (last block size, default 64M),
+# (last block size, default 64M), BATCH (descriptors per request, default 1; both tools), WARMUP
+# (warm-up iterations, default 100), TOTAL (buffer size, default 1G; both tools),
 # NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
@@ -63,8 +64,12 @@ a0=$("$sb" addr 0)
 a1=$("$sb" addr 1)
 start=${START:-4K}
 max=${MAX:-64M}
-sizes=(--start_block_size "$start" --max_block_size "$max" --start_batch_size 1 --max_batch_size 1
-  --num_iter "$iter" --warmup_iter 100 --large_blk_iter_ftr 16 --total_buffer_size 1G)
+batch=${BATCH:-1}
+warmup=${WARMUP:-100}
+total=${TOTAL:-1G}
+sizes=(--start_block_size "$start" --max_block_size "$max" --start_batch_size "$batch"
+  --max_batch_size "$batch" --num_iter "$iter" --warmup_iter "$warmup" --large_blk_iter_ftr 16
+  --total_buffer_size "$total")
 
 etcd_url=""
 if [[ -n "${ETCD:-}" ]]; then
@@ -107,8 +112,9 @@ run_op() {
   [[ -n "${NO_NIXL:-}" || -n $depth ]] && return 0
   args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
     --op_type="$op" --initiator_seg_type=DRAM --target_seg_type=DRAM --start_block_size="$(bytes "$start")"
-    --max_block_size="$(bytes "$max")" --start_batch_size=1 --max_batch_size=1 --num_iter="$iter"
-    --warmup_iter=100 --large_blk_iter_ftr=16 --total_buffer_size=1073741824)
+    --max_block_size="$(bytes "$max")" --start_batch_size="$batch" --max_batch_size="$batch"
+    --num_iter="$iter" --warmup_iter="$warmup" --large_blk_iter_ftr=16
+    --total_buffer_size="$(bytes "$total")")
   in_host 0 "$peer/nixlbench.sh" "${args[@]}" >"$out/$r-$op-nixlbench.log" 2>&1 &
   p0=$!
   sleep 1
@@ -154,6 +160,7 @@ bytes() {  # 4K -> 4096
   case $v in
     *K) echo $((${v%K} << 10)) ;;
     *M) echo $((${v%M} << 20)) ;;
+    *G) echo $((${v%G} << 30)) ;;
     *) echo "$v" ;;
   esac
 }

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from two_process import recv, send  # noqa: E402
+from two_process import fork_peer, recv, send  # noqa: E402
 
 
 def layout(base, blocks, block, scatter):
@@ -62,18 +62,7 @@ def main():
     args = ap.parse_args()
     span = args.blocks * args.block * (2 if args.scatter else 1)
 
-    p2c_r, p2c_w = os.pipe()
-    c2p_r, c2p_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(p2c_w)
-        os.close(c2p_r)
-        try:
-            target(p2c_r, c2p_w, args, span)
-        finally:
-            os._exit(0)
-    os.close(p2c_r)
-    os.close(c2p_w)
+    pid, p2c_w, c2p_r = fork_peer(lambda rd, wr: target(rd, wr, args, span))
 
     from nixl._api import nixl_agent
 

@@ -41,6 +41,24 @@ def recv(fd) -> bytes:
     return exact(int.from_bytes(exact(8), "little"))
 
 
+def fork_peer(child):
+    """Forks a process that runs child(rd, wr) on its ends of two pipes and exits; returns the
+    child's pid and this process's ends: (pid, write to the child, read from the child)."""
+    p2c_r, p2c_w = os.pipe()
+    c2p_r, c2p_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(p2c_w)
+        os.close(c2p_r)
+        try:
+            child(p2c_r, c2p_w)
+        finally:
+            os._exit(0)
+    os.close(p2c_r)
+    os.close(c2p_w)
+    return pid, p2c_w, c2p_r
+
+
 def pattern(n, seed):
     return ((np.arange(n, dtype=np.uint64) * 131 + seed) & 0xFF).astype(np.uint8)
 
@@ -72,18 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="64 MiB rounds (each: nixl, numpy)")
     args = ap.parse_args()
 
-    p2c_r, p2c_w = os.pipe()
-    c2p_r, c2p_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(p2c_w)
-        os.close(c2p_r)
-        try:
-            target(p2c_r, c2p_w)
-        finally:
-            os._exit(0)
-    os.close(p2c_r)
-    os.close(c2p_w)
+    pid, p2c_w, c2p_r = fork_peer(target)
 
     from nixl._api import nixl_agent
 

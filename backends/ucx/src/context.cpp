@@ -46,16 +46,15 @@ ucs_log_func_rc_t ucx_log_line(const char* file, unsigned line, const char* /*fu
                           : level <= UCS_LOG_LEVEL_INFO  ? log::level::info
                           : level == UCS_LOG_LEVEL_DEBUG ? log::level::debug
                                                          : log::level::trace;
+  // the file's name without its folders: a suffix of UCX's __FILE__, so still a C string
   std::string_view name = file != nullptr ? file : "ucx";
-  name = name.substr(name.find_last_of('/') + 1);
-  const std::string where(name);
+  name.remove_prefix(name.find_last_of('/') + 1);
   std::string_view rest(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
   while (!rest.empty()) {  // one line of ours per line of UCX's message
     const std::size_t end = rest.find('\n');
     const std::string_view one = rest.substr(0, end);
     if (!one.empty())
-      log::detail::emit(ours, fmt::format("UCX {}", one),
-                        log::detail::where_t{where.c_str(), line});
+      log::detail::emit(ours, fmt::format("UCX {}", one), log::detail::where_t{name.data(), line});
     if (end == std::string_view::npos) break;
     rest.remove_prefix(end + 1);
   }

@@ -19,6 +19,14 @@ namespace nixl::ucx {
 
 namespace {
 
+// `host_vram_copy`, `host_dram_copy`: `ours` (or empty: the default) is true, `ucx` false.
+bool who_copies(std::string_view key, std::string_view value, std::string_view ours) {
+  const std::string v = nixl::detail::lower(value);
+  if (v == ours || v.empty()) return true;
+  if (v == "ucx") return false;
+  raise(status::invalid_param, "UCX parameter {}='{}': use {} or ucx", key, value, ours);
+}
+
 std::vector<std::pair<std::string, std::string>> parse_engine_config(std::string_view s) {
   std::vector<std::pair<std::string, std::string>> out;
   while (!s.empty()) {
@@ -95,13 +103,9 @@ config config::from_params(const params& p) {
       c.progress_spin =
           std::chrono::microseconds(nixl::detail::parse_number("UCX", key, value, 0, 1000000));
     } else if (key == "host_vram_copy") {
-      const std::string v = nixl::detail::lower(value);
-      if (v == "cuda" || v.empty())
-        c.cuda_host_vram = true;
-      else if (v == "ucx")
-        c.cuda_host_vram = false;
-      else
-        raise(status::invalid_param, "UCX parameter host_vram_copy='{}': use cuda or ucx", value);
+      c.cuda_host_vram = who_copies(key, value, "cuda");
+    } else if (key == "host_dram_copy") {
+      c.cma_host_dram = who_copies(key, value, "cma");
     } else if (key == "post_thread") {
       c.post_thread = nixl::detail::parse_post_thread("UCX", key, value);
     } else if (key == "enable_prog_thread") {
@@ -123,6 +127,7 @@ params config::to_params() const {
   p["engine_config"] = engine_config;
   p["progress_spin_us"] = std::to_string(progress_spin.count());
   p["host_vram_copy"] = cuda_host_vram ? "cuda" : "ucx";
+  p["host_dram_copy"] = cma_host_dram ? "cma" : "ucx";
   p["post_thread"] = std::string(nixl::detail::to_string(post_thread));
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
@@ -134,7 +139,7 @@ params backend::default_params() {
           {"ucx_devices", ""},        {"ucx_error_handling_mode", "peer"},
           {"engine_config", ""},      {"enable_prog_thread", "true"},
           {"progress_spin_us", "50"}, {"host_vram_copy", "cuda"},
-          {"post_thread", "auto"}};
+          {"host_dram_copy", "cma"},  {"post_thread", "auto"}};
 }
 
 namespace detail {

@@ -28,10 +28,11 @@ namespace detail {
 namespace {
 constexpr std::string_view backend_destroyed = "its backend was destroyed";
 
-// One of the endpoint's lanes is UCX's tcp transport. UCX chooses an endpoint's lanes when it
-// is made from the peer's worker address, so the answer holds from then on. False where the
-// UCX library cannot say (its API before 1.14, or a runtime that does not know the query).
-bool has_tcp_lane(ucp_ep_h ep) noexcept {
+// One of the endpoint's lanes is the UCX transport `tl` (e.g. "tcp", "cma"). UCX chooses an
+// endpoint's lanes when it is made from the peer's worker address, so the answer holds from
+// then on. False where the UCX library cannot say (its API before 1.14, or a runtime that does
+// not know the query).
+bool has_lane(ucp_ep_h ep, std::string_view tl) noexcept {
 #if UCP_API_VERSION >= UCP_VERSION(1, 14)
   std::array<ucp_transport_entry_t, 32> entries{};
   ucp_ep_attr_t a{};
@@ -43,10 +44,11 @@ bool has_tcp_lane(ucp_ep_h ep) noexcept {
   const unsigned n = std::min<unsigned>(a.transports.num_entries, entries.size());
   for (unsigned i = 0; i < n; ++i) {
     const char* t = entries[i].transport_name;
-    if (t != nullptr && std::string_view(t).substr(0, 3) == "tcp") return true;
+    if (t != nullptr && std::string_view(t).substr(0, tl.size()) == tl) return true;
   }
 #else
   (void)ep;
+  (void)tl;
 #endif
   return false;
 }
@@ -76,7 +78,7 @@ void engine::connect_self() {
       throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, "loopback endpoint");
     }
     self->eps.push_back(h);
-    self->tcp_lane.push_back(has_tcp_lane(h) ? 1 : 0);
+    self->tcp_lane.push_back(has_lane(h, "tcp") ? 1 : 0);
   }
   self_ = self.get();
   peers_.push_back(std::move(self));
@@ -227,8 +229,14 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__, fmt::format("load_peer('{}')", name));
     }
     p->eps.push_back(h);
-    p->tcp_lane.push_back(has_tcp_lane(h) ? 1 : 0);
+    p->tcp_lane.push_back(has_lane(h, "tcp") ? 1 : 0);
   }
+  // Another process of this host that UCX itself reaches through cma (every endpoint has a
+  // cma lane): this process may write into and read from its memory, and its pid means the
+  // same process here (same PID namespace).
+  if (cfg_.cma_host_dram && same_host && !same_process && rec.id.pid != 0 &&
+      std::all_of(p->eps.begin(), p->eps.end(), [](ucp_ep_h e) { return has_lane(e, "cma"); }))
+    p->cma_pid = static_cast<int>(rec.id.pid);
   if (watch) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -262,10 +270,11 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
       log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
   }
   peers_.push_back(std::move(p));
-  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{}{})", name, rec.id.pid,
+  log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{}{}{})", name, rec.id.pid,
              same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none",
              raw->watch_ep != nullptr ? ", watched by an endpoint in mode peer" : "",
-             raw->tcp_lane.empty() || raw->tcp_lane[0] == 0 ? "" : ", a TCP lane");
+             raw->tcp_lane.empty() || raw->tcp_lane[0] == 0 ? "" : ", a TCP lane",
+             raw->cma_pid != 0 ? ", DRAM through cma calls" : "");
   return raw;
 }
 

@@ -43,10 +43,13 @@ void engine::reclaim(op_slot* s) noexcept {
   orphans_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops) const noexcept {
+bool engine::posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
+                             bool cma) const noexcept {
+  // Calls that would block the caller: UCX's tcp transport sends inside the put call, and
+  // copy_cma copies inside post_part.
   return thread_.joinable() &&
          nixl::detail::posts_on_thread(cfg_.post_thread, ops, config::post_thread_ops,
-                                       w < p.tcp_lane.size() && p.tcp_lane[w] != 0);
+                                       cma || (w < p.tcp_lane.size() && p.tcp_lane[w] != 0));
 }
 
 bool engine::queue_post(op_slot* s) noexcept {
@@ -296,6 +299,8 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
   const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
   host_vram_regions last_pair;
+  // every pair UCX would move is DRAM <-> DRAM of a cma peer: this process copies them
+  bool cma = p.state->cma_pid != 0 && !p.state->cma_refused.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];
@@ -351,6 +356,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
       }
       ++chunks.back().end;
     }
+    cma = cma && l.region->kind == mem_kind::dram && rm.region->kind == mem_kind::dram;
     items.push_back({reinterpret_cast<void*>(l.addr), l.len, rm.addr, rm.region->rkeys[cw].get(),
                      l.region->memh.get()});
   }
@@ -371,7 +377,8 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.ep_ = p.state->eps[w];
   r.worker_ = w;
   r.op_ = op;
-  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size());
+  r.cma_pid_ = cma && !r.items_.empty() ? p.state->cma_pid : 0;
+  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size(), r.cma_pid_ != 0);
 }
 
 bool backend::queue_parts(request& r) noexcept {
@@ -379,11 +386,12 @@ bool backend::queue_parts(request& r) noexcept {
   try {
     s->parts.clear();  // its capacity stays with the slot
     if (r.chunks_.empty()) {
-      s->parts.push_back(
-          {r.items_.data(), static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+      s->parts.push_back({r.items_.data(), static_cast<std::uint32_t>(r.items_.size()), r.ep_,
+                          r.worker_, r.cma_pid_});
     } else {
       for (const chunk& c : r.chunks_)
-        s->parts.push_back({r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker});
+        s->parts.push_back(
+            {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, r.cma_pid_});
     }
   } catch (...) {
     return false;
@@ -424,6 +432,7 @@ status backend::release(request& r) noexcept {
   r.copy_msg_.clear();
   r.copies_ = 0;
   r.chunks_.clear();
+  r.cma_pid_ = 0;
   return status::success;
 }
 

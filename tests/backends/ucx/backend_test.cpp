@@ -131,8 +131,18 @@ TEST_CASE("ucx config parses NIXL's parameters") {
   CHECK(code_of([] {
           backend::config::from_params({{"host_vram_copy", "gpu"}});
         }) == status::invalid_param);
+  // host_dram_copy: cma (the default) or ucx, likewise
+  CHECK(backend::config::from_params({}).cma_host_dram);
+  CHECK_FALSE(backend::config::from_params({{"host_dram_copy", "UCX"}}).cma_host_dram);
+  CHECK_FALSE(backend::config::from_params(
+                  backend::config::from_params({{"host_dram_copy", "ucx"}}).to_params())
+                  .cma_host_dram);
+  CHECK(code_of([] {
+          backend::config::from_params({{"host_dram_copy", "shm"}});
+        }) == status::invalid_param);
   auto d = backend::default_params();
   CHECK(d.count("host_vram_copy") == 1);
+  CHECK(d.at("host_dram_copy") == "cma");
   CHECK(d.count("num_workers") == 1);
   CHECK(d.count("ucx_error_handling_mode") == 1);
   CHECK(d.count("engine_config") == 1);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,6 +133,81 @@ TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notificati
     return m["target"].empty() ? status::in_progress : status::success;
   });
   CHECK(m["target"] == std::vector<std::string>{"pong"});
+}
+
+// host_dram_copy=cma (the default): this process copies same-host DRAM with
+// process_vm_writev/readv calls of many descriptors each; `ucx` leaves each descriptor to UCX.
+// Descriptors of uneven lengths, packed here and spread out there, byte for byte both ways.
+TEST_CASE("ucx two processes: same-host DRAM in batched cma calls or UCX puts, byte for byte") {
+  const std::string mode = GENERATE("cma", "ucx");
+  CAPTURE(mode);
+  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
+  buffer local(target_size);
+  ucx_agent agent("initiator");
+  agent.create_backend<nixl::ucx::backend>({{"host_dram_copy", mode}});
+  agent.register_memory(local.reg());
+  REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+
+  // 2500 descriptors (39 calls of 64 and one of 4), 1 to 3000 bytes each
+  constexpr std::size_t n = 2500;
+  dram_list here, there;
+  std::vector<std::size_t> roff;
+  std::size_t lo = 0, ro = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t len = 1 + (i * 37) % 3000;
+    here.push_back({local.addr(lo), len, 0});
+    there.push_back({ta + ro, len, 0});
+    roff.push_back(ro);
+    lo += len + 1;
+    ro += len + 1 + (i % 5) * 7;
+  }
+  REQUIRE(ro <= target_size);
+
+  // WRITE: the target's image is its pattern 5 with the blocks of pattern 3 of this side
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 5", ro)) == "OK");
+  local.fill(3);
+  std::vector<std::byte> image(ro);
+  for (std::size_t i = 0; i < ro; ++i) image[i] = buffer::pattern(i, 5);
+  for (std::size_t i = 0; i < n; ++i)
+    std::memcpy(image.data() + roff[i], local.data() + (here[i].addr - local.addr()), here[i].len);
+  nixl::xfer_options opt;
+  opt.notif = std::string("scattered");
+  auto w = agent.create_request(xfer_op::write, here, there, "target", opt);
+  CHECK(w.backend_state().cma_copies() == (mode == "cma"));
+  (void)w.post();
+  REQUIRE(wait(w) == status::success);
+  auto notifs = target_notifs(t, 1);
+  REQUIRE(notifs.size() == 1);
+  CHECK(notifs[0].second == "scattered");
+  CHECK(t.ask(sum_cmd(0, ro)) == sum_of(image.data(), ro));
+
+  // READ back pattern 9 of the target into the packed blocks
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 9", ro)) == "OK");
+  local.set(std::byte{0});
+  auto r = agent.create_request(xfer_op::read, here, there, "target");
+  CHECK(r.backend_state().cma_copies() == (mode == "cma"));
+  (void)r.post();
+  REQUIRE(wait(r) == status::success);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!local.holds(9, here[i].addr - local.addr(), here[i].len, roff[i])) ++wrong;
+  CHECK(wrong == 0);
+  // the bytes between the blocks stay as they were
+  std::size_t touched = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (local.data()[here[i].addr - local.addr() + here[i].len] != std::byte{0}) ++touched;
+  CHECK(touched == 0);
+
+  // one descriptor, posted on this thread, and a request reposted
+  auto one = agent.create_request(xfer_op::write, dram_list{{local.addr(), 4096, 0}},
+                                  dram_list{{ta + ro, 4096, 0}}, "target");
+  local.fill(4, 0, 4096);
+  for (int k = 0; k < 3; ++k) {
+    (void)one.post();
+    REQUIRE(wait(one) == status::success);
+  }
+  CHECK(t.ask(sum_cmd(ro, 4096)) == sum_of(local.data(), 4096));
 }
 
 TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a hang") {

@@ -133,7 +133,8 @@ class backend {
           ep_(std::exchange(o.ep_, nullptr)),
           worker_(o.worker_),
           op_(o.op_),
-          on_thread_(o.on_thread_) {}
+          on_thread_(o.on_thread_),
+          cma_pid_(o.cma_pid_) {}
     request& operator=(request&& o) noexcept {
       items_ = std::move(o.items_);
       gpu_ = std::move(o.gpu_);
@@ -147,6 +148,7 @@ class backend {
       worker_ = o.worker_;
       op_ = o.op_;
       on_thread_ = o.on_thread_;
+      cma_pid_ = o.cma_pid_;
       return *this;
     }
     /// Number of descriptor pairs UCX will see.
@@ -163,6 +165,10 @@ class backend {
     /// True when the progress thread posts this request's operations, so that post returns at
     /// once (`post_thread`: many operations, or a TCP lane).
     bool posted_on_thread() const noexcept { return on_thread_; }
+    /// True when this process copies the request's DRAM itself, with process_vm_writev/readv
+    /// calls into (or out of) the peer process (`host_dram_copy=cma`; UCX then sends only the
+    /// notification).
+    bool cma_copies() const noexcept { return cma_pid_ != 0; }
 
    private:
     friend class backend;
@@ -180,6 +186,7 @@ class backend {
     std::uint32_t worker_ = 0;
     xfer_op op_ = xfer_op::write;
     bool on_thread_ = false;
+    int cma_pid_ = 0;  ///< the peer's pid when copy_cma moves the items, else 0
   };
 
   /// Creates the UCX context, workers and (unless disabled) the progress thread.
@@ -343,9 +350,9 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 // progress thread kept off the worker while a chunk of many operations is posted.
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   const detail::engine::bulk_post_scope hold(*eng_, c.worker, c.end - c.begin);
-  return detail::engine::post_part(r.slot_,
-                                   {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker},
-                                   r.op_ == xfer_op::write);
+  return detail::engine::post_part(
+      r.slot_, {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, r.cma_pid_},
+      r.op_ == xfer_op::write);
 }
 
 inline status backend::check(request& r) noexcept {

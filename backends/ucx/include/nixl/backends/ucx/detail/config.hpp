@@ -69,6 +69,14 @@ struct config {
   /// (this process's, or a peer process's through CUDA IPC) and the driver loads; `ucx` (false)
   /// leaves it to UCX, which stages it through host memory (docs/ucx.md, "GPU memory").
   bool cuda_host_vram = true;
+  /// How DRAM <-> DRAM with another process of this host moves where UCX's endpoint to it has
+  /// a `cma` lane (`host_dram_copy`): `cma` (true, the default) copies each run of a request's
+  /// descriptors with `process_vm_writev`/`process_vm_readv` calls of up to
+  /// `config::cma_iov` blocks each, the system call UCX's cma transport makes once per put;
+  /// `ucx` (false) leaves every descriptor to UCX (docs/ucx.md, "Same-host DRAM").
+  bool cma_host_dram = true;
+  /// `host_dram_copy=cma`: descriptors per system call.
+  static constexpr std::size_t cma_iov = 64;
   /// Who makes a request's UCX calls while a progress thread runs (`post_thread`: auto, always,
   /// never); without the thread the caller always does.
   post_thread_mode post_thread = post_thread_mode::automatic;

@@ -60,6 +60,9 @@ struct op_run {
   std::uint32_t count = 0;
   ucp_ep_h ep = nullptr;
   std::uint32_t worker = 0;  ///< the endpoint's worker
+  /// The peer's pid when this process copies the run's DRAM itself (`host_dram_copy=cma`:
+  /// engine::copy_cma), else 0: UCX puts or gets each descriptor.
+  int cma_pid = 0;
 };
 
 /// Completion state of one request while UCX works on it. Slots are owned by the engine and
@@ -120,6 +123,12 @@ struct peer_state {
   ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
   int pidfd = -1;  ///< process watch (same host), or -1
+  /// Another process of this host whose DRAM this process copies with process_vm_writev/readv
+  /// (`host_dram_copy=cma`, UCX's endpoints to it have a cma lane): its pid, else 0.
+  int cma_pid = 0;
+  /// Set when the kernel refused those calls (EPERM, ENOSYS: ptrace rules, seccomp): UCX
+  /// moves this peer's DRAM from then on.
+  std::atomic<bool> cma_refused{false};
   /// The peer runs copy requests: its host memory <-> this process's VRAM (connection info).
   bool host_copies = false;
   /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).
@@ -287,9 +296,10 @@ class engine {
 
   /// Whether a request of `ops` operations on `p`'s endpoint of worker `w` is posted by the
   /// progress thread instead of the caller (`post_thread`): requests of many operations, and
-  /// every request over a TCP lane (UCX sends inside the put call), so that post returns at
-  /// once; never without the thread.
-  bool posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops) const noexcept;
+  /// every request over a TCP lane (UCX sends inside the put call) or copied by `copy_cma`
+  /// (`cma`), so that post returns at once; never without the thread.
+  bool posts_on_thread(const peer_state& p, std::uint32_t w, std::size_t ops,
+                       bool cma) const noexcept;
   static constexpr std::uint8_t post_idle = 0, post_queued = 1, post_posting = 2;
   /// Hands posted slot `s` (its parts filled, its posting count held) to the progress thread.
   /// False when the queue cannot take it (no memory): the caller posts.
@@ -321,6 +331,11 @@ class engine {
   /// process that exited) still lets the flush succeed, so the flush alone would report success
   /// for data that never landed.
   static status post_part(op_slot* s, const op_run& pt, bool write) noexcept;
+  /// Copies the run's descriptors (from `done` on) into or out of the peer process's memory
+  /// with process_vm_writev/readv, `config::cma_iov` descriptors a call. True when the run
+  /// ended (its failure, if any, recorded in the slot); false when the kernel refuses the
+  /// calls, with `done` the descriptors copied: UCX moves the rest.
+  static bool copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& done) noexcept;
   /// Waits until a claimed post of `s` has been made (release).
   static void wait_posted(const op_slot* s) noexcept;
 
@@ -537,12 +552,14 @@ inline status engine::flush_done(op_slot* s) noexcept {
 }
 
 inline status engine::post_part(op_slot* s, const op_run& pt, bool write) noexcept {
+  std::uint32_t first = 0;
+  if (pt.cma_pid != 0 && copy_cma(s, pt, write, first)) return flush_done(s);
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &engine::on_flush;
   p.user_data = s;
-  for (std::uint32_t i = 0; i < pt.count; ++i) {
+  for (std::uint32_t i = first; i < pt.count; ++i) {
     const xfer_item& it = pt.items[i];
     p.memh = it.memh;
     ucs_status_ptr_t sp = write ? ucp_put_nbx(pt.ep, it.local, it.len, it.remote, it.rkey, &p)

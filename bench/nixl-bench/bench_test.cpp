@@ -1,15 +1,17 @@
 // Unit tests of nixl-bench's reusable pieces: the data pattern, the sweep, the layout, the
-// statistics and the CSV/JSON output.
+// statistics, the CSV/JSON output and the checks of the command line.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nixl_test/catch.hpp>
 
 #include "bench_common.hpp"
 #include "compare_nixl.hpp"
+#include "options.hpp"
 #include "report.hpp"
 
 namespace nb = nixl_bench;
@@ -127,4 +129,99 @@ TEST_CASE("compare_nixl: nixlbench's result rows are read, the rest of its outpu
   CHECK(best[0].gbps == Approx(2.0));
   CHECK(best[0].avg_lat == Approx(3.8));
   CHECK(nb::parse_nixlbench("no table here\n").empty());
+}
+
+namespace {
+
+/// The options a command line gives after validate(), or the message that refuses it (from the
+/// parser or from validate()).
+struct checked {
+  nb::options o;
+  std::string error;
+};
+checked check_args(const std::string& args) {
+  checked c;
+  CLI::App app;
+  nb::add_options(app, c.o);
+  try {
+    app.parse(args, false);
+    nb::validate(c.o);
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+constexpr const char* vram = " --initiator_seg_type VRAM --target_seg_type VRAM";
+
+}  // namespace
+
+TEST_CASE("--use_device_api: WRITE, VRAM -> VRAM, UCX or CUDA, a block size with a level") {
+  const std::string dev = std::string("--use_device_api") + vram;
+  SECTION("good combinations parse") {
+    for (const char* extra : {"", " --backend CUDA", " --num_threads 32", " --num_threads 64",
+                              " --num_threads 1024 --backend CUDA --processes 1",
+                              " --baseline none", " --baseline cuda", " --scatter"}) {
+      INFO(extra);
+      const auto c = check_args(dev + extra);
+      if (!nb::device_api_built) {
+        CHECK(c.error.find("built without it") != std::string::npos);
+        continue;
+      }
+      CHECK(c.error.empty());
+      CHECK(c.o.host_threads() == 1);  // the kernel's threads are not posting threads
+      CHECK(c.o.buffer_size() == c.o.per_thread());
+    }
+    if (nb::device_api_built) {
+      auto c = check_args(dev);
+      CHECK(c.o.baseline == "kernel");  // auto: the copy kernel of the same shape
+      CHECK(c.o.processes == 2);
+      CHECK_FALSE(c.o.device_warp_level());
+      CHECK(nb::backend_params(c.o).count("num_threads") == 0);
+      c = check_args(dev + " --num_threads 256 --max_block_size 1M --max_batch_size 4");
+      CHECK(c.o.device_warp_level());
+      CHECK(c.o.buffer_size() == (4u << 20));  // not x 256
+      CHECK(nb::backend_params(c.o).count("num_threads") == 0);
+      CHECK(check_args(dev + " --num_threads 32").o.device_warp_level() == false);
+    }
+  }
+  SECTION("bad combinations are refused with the flag to change") {
+    struct bad {
+      std::string args, says;
+    };
+    for (const bad& b : std::vector<bad>{
+             {dev + " --op_type READ", "--op_type READ"},
+             {"--use_device_api --target_seg_type VRAM", "--initiator_seg_type VRAM"},
+             {"--use_device_api --initiator_seg_type VRAM", "--target_seg_type VRAM"},
+             {dev + " --num_threads 48", "--num_threads 48"},
+             {dev + " --num_threads 100", "multiple of 32"},
+             {dev + " --num_threads 2048", "--num_threads"},  // the parser's range
+             {dev + " --backend POSIX", "--backend POSIX"},
+             {"--use_device_api --backend POSIX --target_seg_type FILE", "--backend POSIX"},
+             {dev + " --backend LIBFABRIC", "--backend LIBFABRIC"},
+             {dev + " --backend GDS", "--backend GDS"},
+             {"--use_device_api --backend OBJ", "--backend OBJ"},
+             {dev + " --prepared_xfer", "--prepared_xfer"},
+             {dev + " --xfer_mode recreate", "--xfer_mode"},
+             {dev + " --reregister_mem", "--reregister_mem"},
+             {dev + " --pipeline_depth 4", "--pipeline_depth"},
+             {dev + " --baseline memcpy", "--baseline memcpy"},
+         }) {
+      INFO(b.args);
+      const auto c = check_args(b.args);
+      REQUIRE_FALSE(c.error.empty());
+      CHECK(c.error.find(b.says) != std::string::npos);
+      if (b.says != "--num_threads") CHECK(c.error.find("--use_device_api") != std::string::npos);
+    }
+  }
+  SECTION("without it, --num_threads counts initiator threads (up to 64)") {
+    auto c = check_args("--num_threads 64");
+    CHECK(c.error.empty());
+    CHECK(c.o.host_threads() == 64);
+    c = check_args("--num_threads 128");
+    CHECK(c.error.find("--num_threads 128") != std::string::npos);
+    CHECK(c.error.find("--use_device_api") != std::string::npos);
+    CHECK(check_args("--baseline kernel").error.find("--use_device_api") != std::string::npos);
+    CHECK(check_args("--num_threads 8").o.buffer_size() == 8 * check_args("").o.per_thread());
+  }
 }

@@ -13,6 +13,9 @@
 
 #include "bench_common.hpp"
 #include "compare_nixl.hpp"
+#if defined(NIXL_BENCH_DEVICE)
+#include "device_mode.hpp"
+#endif
 #include "report.hpp"
 #include "roles.hpp"
 #include "sweep.hpp"
@@ -60,10 +63,19 @@ std::vector<nb::nixl_row> nixlbench_run(const options& o, int round) {
 }  // namespace
 
 int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
+#if defined(NIXL_BENCH_DEVICE)
+  // The GPUs first: a clear message without one, and their contexts before any backend.
+  std::optional<device::runner> gpu;
+  if (o.use_device_api) {
+    if (o.processes == 1 && o.target_gpu != o.initiator_gpu) require_gpu(o.target_gpu);
+    require_gpu(o.initiator_gpu);
+    gpu.emplace(o.initiator_gpu, o.target_gpu);
+  }
+#endif
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
   if (o.wait_spin_us >= 0) cfg.wait_spin = std::chrono::microseconds(o.wait_spin_us);
-  if (o.num_threads > 1) cfg.sync = nixl::thread_sync::rw;
+  if (o.host_threads() > 1) cfg.sync = nixl::thread_sync::rw;
   bench_agent a(initiator_name, cfg);
   a.create_backend(o.backend, backend_params(o));
   segment local(o.initiator_kind(), o.buffer_size(), o, o.initiator_gpu, "initiator",
@@ -126,7 +138,11 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
 
   auto points = nb::sweep_points(o.start_block_size, o.max_block_size, o.start_batch_size,
                                  o.max_batch_size, o.num_iter, o.warmup_iter, o.large_blk_iter_ftr);
-  nb::run_info info{o.backend,  o.op_type,   o.initiator_seg_type, o.target_seg_type, o.xfer_mode,
+  // With --use_device_api the mode names the kernel's level and the threads are its block size.
+  const std::string mode = !o.use_device_api       ? o.xfer_mode
+                           : o.device_warp_level() ? "device-warp"
+                                                   : "device-thread";
+  nb::run_info info{o.backend,  o.op_type,   o.initiator_seg_type, o.target_seg_type, mode,
                     o.baseline, o.processes, o.num_threads,        o.scatter,         o.command};
   const bool table = o.output_format == "table";
   if (table) nb::print_header(stdout, info);
@@ -142,6 +158,13 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
                  p.block, p.batch, p.block * p.batch * o.stride_factor(), o.per_thread());
       continue;
     }
+#if defined(NIXL_BENCH_DEVICE)
+    if (gpu) {
+      rows.push_back(run_device_point(a, o, local, *tgt, *gpu, p, i, points.size(), prog));
+      if (table) nb::print_row(stdout, rows.back());
+      continue;
+    }
+#endif
     rows.push_back(run_point(a, o, local, *tgt, p, i, points.size(), prog, scratch));
     if (table) nb::print_row(stdout, rows.back());
   }

@@ -10,6 +10,8 @@
 //   nixl-bench --backend UCX --processes 1            # two agents in one process
 //   nixl-bench --backend POSIX --target_seg_type FILE # DRAM -> file, one agent (loopback)
 //   nixl-bench --backend OBJ                          # DRAM -> S3 objects, curl as baseline
+//   nixl-bench --use_device_api --initiator_seg_type VRAM --target_seg_type VRAM --num_threads 256
+//                                                     # a kernel puts through memory views
 //   nixl-bench --role target --port 5555 &            # two separate commands
 //   nixl-bench --role initiator --peer_ip 127.0.0.1 --port 5555
 //   nixl-bench --role target --listen_address 10.0.0.2 --port 5555       # across hosts
@@ -24,7 +26,8 @@
 // Files: options.cpp (command line, checks), segment.cpp (memory per segment type), mailbox.hpp
 // and target.hpp (the target as the initiator sees it), target_process.cpp (the target
 // process), initiator.cpp (the run and --compare_nixl), sweep.cpp (one point: threads, modes,
-// data check), baselines.cpp, report.hpp (tables, CSV, JSON, plot), compare_nixl.hpp.
+// data check), baselines.cpp, report.hpp (tables, CSV, JSON, plot), compare_nixl.hpp,
+// device_mode.cpp and device_kernels.cu (--use_device_api: kernels putting through memory views).
 
 #include <fcntl.h>
 #include <signal.h>

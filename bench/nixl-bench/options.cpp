@@ -11,7 +11,8 @@ namespace nixl_bench {
 nixl::params backend_params(const options& o) {
   nixl::params p;
   // UCX: a worker per posting thread, each request on the worker of the thread that makes it
-  if (o.backend == "UCX" && o.num_threads > 1) p["num_threads"] = std::to_string(o.num_threads);
+  if (o.backend == "UCX" && o.host_threads() > 1)
+    p["num_threads"] = std::to_string(o.host_threads());
   if (o.backend == "POSIX") {
     if (o.posix_api_type == "URING")
       p["use_uring"] = "true";
@@ -61,8 +62,11 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--large_blk_iter_ftr", o.large_blk_iter_ftr,
                  "divide iterations by this above 1 MiB blocks")
       ->check(CLI::PositiveNumber);
-  app.add_option("--num_threads", o.num_threads, "initiator threads, each with its own requests")
-      ->check(CLI::Range(1, 64));
+  app.add_option("--num_threads", o.num_threads,
+                 "initiator threads, each with its own requests (1-64); with --use_device_api the "
+                 "CUDA block size (1-1024): up to 32 each thread puts alone, above that a multiple "
+                 "of 32 and each warp puts together")
+      ->check(CLI::Range(1, 1024));
   size_opt("--total_buffer_size", o.total_buffer_size,
            "bytes per side (0: what the largest point needs); points that do not fit are skipped");
   app.add_flag("--check_consistency", o.check_consistency, "verify the data of every point");
@@ -96,6 +100,10 @@ void add_options(CLI::App& app, options& o) {
       ->check(CLI::Range(1, 10));
   app.add_option("--compare_nixl_args", o.compare_nixl_args, "more nixlbench arguments")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--use_device_api", o.use_device_api,
+               "GPU-initiated WRITE, VRAM -> VRAM (UCX or CUDA): a kernel puts each point's "
+               "blocks through memory views (nixl/device.cuh), one block per thread or warp of "
+               "--num_threads-thread CUDA blocks; baseline: a plain copy kernel of the same shape");
   app.add_flag("--yield", o.yield, "yield the CPU between polls instead of spinning");
   app.add_flag("--wait", o.wait,
                "wait for each request with request::wait (its spin, then the agent's event fd) "
@@ -127,8 +135,9 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--target_gpu", o.target_gpu, "GPU of target VRAM");
   app.add_option("--baseline", o.baseline,
                  "auto (memcpy for DRAM, fio for FILE, cufile for GDS and GDS_MT, cuda for VRAM, "
-                 "curl for OBJ), memcpy, fio, cufile, cuda, curl, none")
-      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cufile", "cuda", "curl", "none"}));
+                 "curl for OBJ, kernel for --use_device_api), memcpy, fio, cufile, cuda, curl, "
+                 "kernel, none")
+      ->check(CLI::IsMember({"auto", "memcpy", "fio", "cufile", "cuda", "curl", "kernel", "none"}));
   app.add_option("--fio_runtime", o.fio_runtime, "seconds of each fio baseline run")
       ->check(CLI::PositiveNumber);
   app.add_option("--output_format", o.output_format, "table, csv or json on stdout")
@@ -140,7 +149,48 @@ void add_options(CLI::App& app, options& o) {
                "show a progress line (default: when stderr is a terminal)");
 }
 
+namespace {
+
+/// --use_device_api's combinations: WRITE, VRAM -> VRAM, UCX or CUDA, a CUDA block size that
+/// gives a level, and the request modes a kernel has (one launch per iteration).
+void validate_device(options& o) {
+  const std::string f = "--use_device_api: ";
+  if (o.backend != "UCX" && o.backend != "CUDA")
+    fail(f + "--backend " + o.backend + " makes no memory views; use --backend UCX or CUDA");
+  if (o.op_type != "WRITE")
+    fail(f + "--op_type " + o.op_type + ": kernels put into the target; use --op_type WRITE");
+  if (o.initiator_seg_type != "VRAM" || o.target_seg_type != "VRAM")
+    fail(f + "views are of GPU memory; use --initiator_seg_type VRAM --target_seg_type VRAM");
+  if (o.num_threads > 32 && o.num_threads % 32 != 0)
+    fail(f + "--num_threads " + std::to_string(o.num_threads) +
+         " is the CUDA block size: up to 32 (THREAD level) or a multiple of 32 up to 1024 (WARP "
+         "level)");
+  if (o.recreate_xfer || o.prepared_xfer || o.xfer_mode != "repost" || o.reregister_mem)
+    fail(f +
+         "views are prepared once per point and every iteration is one kernel; drop "
+         "--xfer_mode, --recreate_xfer, --prepared_xfer and --reregister_mem");
+  if (o.pipeline_depth != 1)
+    fail(f + "--pipeline_depth: one kernel at a time (each iteration waits for its kernel)");
+  if (!o.compare_nixl.empty()) fail(f + "--compare_nixl compares host-posted UCX runs only");
+  if (o.baseline == "auto") o.baseline = "kernel";
+  if (o.baseline != "kernel" && o.baseline != "cuda" && o.baseline != "none")
+    fail(f + "--baseline " + o.baseline + ": use kernel (a plain copy kernel), cuda or none");
+  if (!device_api_built)
+    fail(f +
+         "this nixl-bench was built without it (it needs the CUDA compiler and the CUDA "
+         "backend: configure with NIXL_WITH_CUDA=ON where nvcc is found)");
+}
+
+}  // namespace
+
 void validate(options& o) {
+  if (!o.use_device_api && o.num_threads > 64)
+    fail("--num_threads " + std::to_string(o.num_threads) +
+         ": up to 64 initiator threads (above that only with --use_device_api, where it is the "
+         "CUDA block size)");
+  if (!o.use_device_api && o.baseline == "kernel")
+    fail("--baseline kernel is the copy kernel of --use_device_api");
+  if (o.use_device_api) validate_device(o);
   if (o.recreate_xfer && o.prepared_xfer)
     fail("--recreate_xfer and --prepared_xfer exclude each other");
   if (o.recreate_xfer) o.xfer_mode = "recreate";

@@ -18,6 +18,13 @@ namespace nb = nixl_bench;
 
 namespace nixl_bench {
 
+/// Whether this build has --use_device_api (the CUDA compiler and backend were found).
+#if defined(NIXL_BENCH_DEVICE)
+constexpr bool device_api_built = true;
+#else
+constexpr bool device_api_built = false;
+#endif
+
 /// Every backend this build links (UCX always; POSIX and CUDA when built).
 using bench_agent = nixl::agent_over<nixl::enabled_backends>;
 
@@ -51,6 +58,7 @@ struct options {
   bool ucx_alloc = false;
   int pipeline_depth = 1;       // requests in flight per thread (repost mode)
   bool reregister_mem = false;  // register + deregister the local blocks every iteration
+  bool use_device_api = false;  // kernels put through memory views; num_threads: CUDA block size
   std::string compare_nixl;     // folder of NIXL's packed nixlbench (run_pair.sh)
   std::string compare_nixl_err_mode = "none";
   int compare_nixl_runs = 2;
@@ -89,13 +97,21 @@ struct options {
     return op_type == "READ" ? nixl::xfer_op::read : nixl::xfer_op::write;
   }
   std::size_t stride_factor() const { return scatter ? 2 : 1; }
+  /// Threads of the initiator process that post requests (with --use_device_api one: the
+  /// kernel's threads are --num_threads).
+  int host_threads() const { return use_device_api ? 1 : num_threads; }
+  /// --use_device_api: each thread puts a block alone (THREAD) up to 32 threads a CUDA block,
+  /// else each warp puts one together (WARP).
+  bool device_warp_level() const { return num_threads > 32; }
   /// Bytes per thread on each side.
   std::size_t per_thread() const {
-    if (total_buffer_size != 0) return total_buffer_size / static_cast<std::size_t>(num_threads);
+    if (total_buffer_size != 0) return total_buffer_size / static_cast<std::size_t>(host_threads());
     return max_block_size * max_batch_size * stride_factor() *
            static_cast<std::size_t>(pipeline_depth);
   }
-  std::size_t buffer_size() const { return per_thread() * static_cast<std::size_t>(num_threads); }
+  std::size_t buffer_size() const {
+    return per_thread() * static_cast<std::size_t>(host_threads());
+  }
   bool local_only() const {
     return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT" || backend == "OBJ";
   }

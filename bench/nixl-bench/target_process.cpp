@@ -8,10 +8,16 @@
 
 #include "roles.hpp"
 #include "target.hpp"
+#if defined(NIXL_BENCH_DEVICE)
+#include "device_mode.hpp"
+#endif
 
 namespace nixl_bench {
 
 int run_target(const options& o, int port_fd) {
+#if defined(NIXL_BENCH_DEVICE)
+  if (o.use_device_api) require_gpu(o.target_gpu);  // the initiator's kernels put into its VRAM
+#endif
   nixl::agent_config cfg;
   cfg.enable_prog_thread = o.enable_pt;
   bench_agent a(target_name, cfg);

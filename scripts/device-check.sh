@@ -40,9 +40,13 @@ echo "device bench exit code: $brc"
 # level, UCX and CUDA, one process and two on GPU 0), each point's data checked, next to a copy
 # kernel of the same shape; output in $OUT/nixl-bench-device.txt. nixl-bench needs the metadata
 # exchange (libcurl, OpenSSL), CLI11 and nlohmann_json: without them it is left out.
+# NIXL_BENCH names a nixl-bench to run instead of building one (e.g. a folder of
+# bench/nixl-bench/pack.sh: NIXL_BENCH=that/nixl-bench.sh).
 nrc=0
-if cmake -S "$ROOT" -B "$BUILD/b" -DNIXL_WITH_METADATA=ON >"$OUT/configure-nixl-bench.log" 2>&1 &&
-  cmake --build "$BUILD/b" --target nixl-bench -j"$JOBS" >"$OUT/build-nixl-bench.log" 2>&1; then
+nixl_bench=${NIXL_BENCH:-$BUILD/b/bench/nixl-bench/nixl-bench}
+if [[ -n ${NIXL_BENCH:-} ]] ||
+  { cmake -S "$ROOT" -B "$BUILD/b" -DNIXL_WITH_METADATA=ON >"$OUT/configure-nixl-bench.log" 2>&1 &&
+    cmake --build "$BUILD/b" --target nixl-bench -j"$JOBS" >"$OUT/build-nixl-bench.log" 2>&1; }; then
   nb=(--use_device_api --initiator_seg_type VRAM --target_seg_type VRAM --check_consistency
       --start_block_size 4K --max_block_size 16M --start_batch_size 1 --max_batch_size 16
       --num_iter 200 --warmup_iter 20 --large_blk_iter_ftr 4)
@@ -50,7 +54,7 @@ if cmake -S "$ROOT" -B "$BUILD/b" -DNIXL_WITH_METADATA=ON >"$OUT/configure-nixl-
     for run in "UCX 1 32" "UCX 1 256" "UCX 2 256" "CUDA 1 256" "CUDA 2 256"; do
       read -r be procs threads <<<"$run"
       echo "\$ nixl-bench --backend $be --processes $procs --num_threads $threads ${nb[*]}"
-      "$BUILD/b/bench/nixl-bench/nixl-bench" --backend "$be" --processes "$procs" \
+      "$nixl_bench" --backend "$be" --processes "$procs" \
         --num_threads "$threads" "${nb[@]}" || { r=$?; echo "exit code: $r"; nrc=$r; }
     done
   } >"$OUT/nixl-bench-device.txt" 2>&1

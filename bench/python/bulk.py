@@ -14,7 +14,7 @@ block's size of room after every block on both sides, so that no two are contigu
 library may merge runs of blocks into one put). The target checks the bytes of the last round.
 
   PYTHONPATH=<build>/python /usr/bin/python3 bench/python/bulk.py [--blocks 65536]
-      [--block 16384] [--rounds 5] [--scatter]
+      [--block 16384] [--rounds 5] [--scatter] [--indices list|array]
 """
 
 import argparse
@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--block", type=int, default=16384)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--scatter", action="store_true")
+    ap.add_argument("--indices", choices=("list", "array"), default="list",
+                    help="indices as a list of ints (default) or a 1-D int64 numpy array")
     args = ap.parse_args()
     span = args.blocks * args.block * (2 if args.scatter else 1)
 
@@ -81,7 +83,7 @@ def main():
                               "DRAM")
     remote = a.prep_xfer_dlist(peer, remote_descs)
     prep_us = (clock() - t0) / 1e3
-    idx = list(range(args.blocks))
+    idx = list(range(args.blocks)) if args.indices == "list" else np.arange(args.blocks)
     rows = []
     for _ in range(args.rounds + 1):  # the first round warms up
         t0 = clock()
@@ -106,7 +108,7 @@ def main():
     print(f"{args.blocks} x {args.block} B WRITE, {'scattered' if args.scatter else 'contiguous'}, "
           f"best of {args.rounds}: {nbytes / (best * 1e3):.2f} GB/s; "
           f"prep (both lists, once) {prep_us / 1e3:.1f} ms, "
-          f"make {np.median(rows[:, 0]) / 1e3:.2f} ms ({np.median(rows[:, 0]) * 1e3 / args.blocks:.1f} ns a descriptor), "
+          f"make ({args.indices} indices) {np.median(rows[:, 0]) / 1e3:.2f} ms ({np.median(rows[:, 0]) * 1e3 / args.blocks:.1f} ns a descriptor), "
           f"post {np.median(rows[:, 1]):.1f} us, tx {np.median(rows[:, 2]) / 1e3:.1f} ms (medians); "
           f"data {'ok' if ok else 'BAD'}")
     return 0 if ok else 1

@@ -73,26 +73,58 @@ std::size_t checked_index(long long i, std::size_t n) {
   return static_cast<std::size_t>(i);
 }
 
-std::vector<int> indices(py::handle o, const char* which) {
+index_vector indices(py::handle o, const char* which) {
+  auto check = [&](long long v, std::size_t i) {
+    if (v < 0 || v > std::numeric_limits<int>::max())
+      throw nixl::error(status::invalid_param,
+                        fmt::format("{} index {} at position {} is out of range", which, v, i));
+    return static_cast<int>(v);
+  };
   if (py::isinstance<py::array>(o)) {
     auto a = py::reinterpret_borrow<py::array>(o);
     const auto k = a.dtype().kind();
     if (a.ndim() != 1 || (k != 'i' && k != 'u'))
       throw py::type_error(fmt::format("{} indices must be a 1-D integer array", which));
     auto ai = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
-    std::vector<int> out(static_cast<std::size_t>(ai.size()));
+    index_vector out(static_cast<std::size_t>(ai.size()));
     const auto* d = ai.data();
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      if (d[i] < 0 || d[i] > std::numeric_limits<int>::max())
-        throw nixl::error(
-            status::invalid_param,
-            fmt::format("{} index {} at position {} is out of range", which, d[i], i));
-      out[i] = static_cast<int>(d[i]);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = check(d[i], i);
+    return out;
+  }
+  // a list or tuple of ints, read in place (no Python object per element)
+  if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
+    const bool list = PyList_Check(o.ptr());
+    const auto n =
+        static_cast<std::size_t>(list ? PyList_GET_SIZE(o.ptr()) : PyTuple_GET_SIZE(o.ptr()));
+    index_vector out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto j = static_cast<Py_ssize_t>(i);
+      PyObject* e = list ? PyList_GET_ITEM(o.ptr(), j) : PyTuple_GET_ITEM(o.ptr(), j);
+      py::object num;  // an int-like element (numpy's integers): its int
+      if (!PyLong_Check(e)) {
+        if (PyFloat_Check(e) || PyIndex_Check(e) == 0)
+          throw py::type_error(
+              fmt::format("{} indices must be a list of ints or a 1-D int array", which));
+        num = py::reinterpret_steal<py::object>(PyNumber_Index(e));
+        if (!num) throw py::error_already_set();
+        e = num.ptr();
+      }
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(e, &overflow);
+      if (overflow != 0 || (v == -1 && PyErr_Occurred() != nullptr)) {
+        PyErr_Clear();
+        throw nixl::error(status::invalid_param,
+                          fmt::format("{} index at position {} is out of range", which, i));
+      }
+      out[i] = check(v, i);
     }
     return out;
   }
   try {
-    return o.cast<std::vector<int>>();
+    const auto v = o.cast<std::vector<long long>>();
+    index_vector out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = check(v[i], i);
+    return out;
   } catch (const py::cast_error&) {
     throw py::type_error(
         fmt::format("{} indices must be a list of ints or a 1-D int array", which));

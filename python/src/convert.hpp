@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nixl/detail/recycled.hpp>
+
 #include "module.hpp"
 
 namespace nixl::python {
@@ -32,9 +34,11 @@ py::tuple to_tuple(const desc& d);
 /// Python index `i` (negative from the end) into a list of `n`; IndexError when outside.
 std::size_t checked_index(long long i, std::size_t n);
 
+/// Descriptor indices (large lists reuse freed blocks: nixl/detail/recycled.hpp).
+using index_vector = std::vector<int, nixl::detail::recycling_allocator<int>>;
 /// Descriptor indices from a list of ints or a 1-D integer array; `which` ("local", "remote")
 /// names them in errors.
-std::vector<int> indices(py::handle o, const char* which);
+index_vector indices(py::handle o, const char* which);
 
 /// A backend handle list, or one handle (NIXL's genNotif takes a single one).
 std::vector<std::uintptr_t> handle_list(const py::object& o);

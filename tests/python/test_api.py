@@ -269,6 +269,15 @@ def test_prepped_transfers(pair):
         ini.make_prepped_xfer("WRITE", local, [9], remote, [0])
     with pytest.raises(nixl.nixlInvalidParamError):
         ini.make_prepped_xfer("WRITE", remote, [0], local, [0])  # sides swapped
+    # index forms: a tuple, numpy integers inside a list; negative, huge and non-integer ones
+    h3 = ini.make_prepped_xfer("WRITE", local, (0, 1), remote, [np.int64(2), np.uint8(3)])
+    ini.release_xfer_handle(h3)
+    for bad in ([-1], [2**40], np.array([-1])):
+        with pytest.raises(nixl.nixlInvalidParamError, match="out of range"):
+            ini.make_prepped_xfer("WRITE", local, [0], remote, bad)
+    for bad in ([0.0], ["0"], [None], 7):
+        with pytest.raises(TypeError, match="remote indices"):
+            ini.make_prepped_xfer("WRITE", local, [0], remote, bad)
     ini.release_xfer_handle(h)
     ini.release_xfer_handle(h2)
     ini.release_dlist_handle(local)

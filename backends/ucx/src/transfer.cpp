@@ -290,7 +290,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   // split_batch_size: chunks of that many descriptors, on workers w, w+1, ...
   const std::size_t split = eng_->cfg().split_batch_size;
   const bool chunked = split > 0 && nw > 1 && local.size() > split;
-  std::vector<detail::xfer_item> items;
+  detail::item_vector items;
   std::vector<detail::gpu_item> gpu;
   std::vector<std::shared_ptr<detail::ipc_mapping>> maps;
   std::vector<detail::wire::copy_entry> copies;

@@ -16,6 +16,7 @@
 
 #include <nixl/detail/concepts.hpp>
 #include <nixl/detail/memory.hpp>
+#include <nixl/detail/recycled.hpp>
 #include <nixl/detail/region_index.hpp>
 #include <nixl/detail/status.hpp>
 
@@ -60,6 +61,9 @@ class scratch_vector {
   scratch_vector() noexcept {}  // NOLINT(modernize-use-equals-default): no zeroing of local_
   scratch_vector(const scratch_vector&) = delete;
   scratch_vector& operator=(const scratch_vector&) = delete;
+  ~scratch_vector() {
+    if (data_ != local_) recycling_allocator<T>{}.deallocate(data_, capacity_);
+  }
 
   std::size_t size() const noexcept { return size_; }
   T* data() noexcept { return data_; }
@@ -72,11 +76,11 @@ class scratch_vector {
 
   void reserve(std::size_t n) {
     if (n <= capacity_) return;
-    // Raw storage: every element is written before it is read.
-    auto bigger = std::make_unique_for_overwrite<std::byte[]>(n * sizeof(T));
-    T* p = reinterpret_cast<T*>(bigger.get());
+    // Raw storage: every element is written before it is read. Large blocks come from the
+    // block cache (recycled.hpp): a call of many descriptors does not fault its pages in again.
+    T* p = recycling_allocator<T>{}.allocate(n);
     std::copy_n(data_, size_, p);
-    heap_ = std::move(bigger);
+    if (data_ != local_) recycling_allocator<T>{}.deallocate(data_, capacity_);
     data_ = p;
     capacity_ = n;
   }
@@ -102,7 +106,6 @@ class scratch_vector {
   T* data_ = local_;
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
-  std::unique_ptr<std::byte[]> heap_;
 };
 
 /// A call's bound descriptors and the pins it collects.

@@ -172,7 +172,7 @@ class backend {
 
    private:
     friend class backend;
-    std::vector<detail::xfer_item> items_;
+    detail::item_vector items_;
     /// DRAM <-> VRAM pairs of this host that the CUDA driver copies at post, before UCX's part.
     std::vector<detail::gpu_item> gpu_;
     /// The peers' VRAM mappings those copies use (kept while the request is prepared).

@@ -29,6 +29,7 @@
 #include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/notif_inbox.hpp>
+#include <nixl/detail/recycled.hpp>
 #include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
@@ -53,6 +54,8 @@ struct xfer_item {
   ucp_rkey_h rkey = nullptr;
   ucp_mem_h memh = nullptr;
 };
+/// A request's operations: large lists reuse freed blocks (recycled.hpp).
+using item_vector = std::vector<xfer_item, nixl::detail::recycling_allocator<xfer_item>>;
 
 /// A run of a request's descriptors on one endpoint: what one flush covers.
 struct op_run {

@@ -40,18 +40,9 @@ fi
 [[ -x ${perftest:-/nonexistent} ]] || perftest=$(command -v ucx_perftest || true)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-dir=$(mktemp -d /tmp/nixl-mh-bench.XXXXXX)
-cleanup() {
-  SANDBOX_OWNER=$$ "$sb" down "$dir/sb" || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-SANDBOX_LINKS=${LIBFABRIC:+2} SANDBOX_OWNER=$$ "$sb" up "$dir/sb" 2 >/dev/null
-in_host() {
-  local h=$1
-  shift
-  "$sb" exec "$dir/sb" "$h" "$@"
-}
+source "$root/tests/multihost/sandbox-lib.sh"
+SANDBOX_LINKS=${LIBFABRIC:+2} sandbox_start 2 nixl-mh-bench
+dir=$sandbox_dir
 wait_target() {  # until the target says it waits for the initiator
   for _ in $(seq 600); do
     grep -q "waiting for the initiator" "$1" 2>/dev/null && return 0

@@ -107,7 +107,8 @@ void add_options(CLI::App& app, options& o) {
   app.add_flag("--yield", o.yield, "yield the CPU between polls instead of spinning");
   app.add_flag("--wait", o.wait,
                "wait for each request with request::wait (its spin, then the agent's event fd) "
-               "instead of polling");
+               "instead of polling; with --pipeline_depth, sleep on the event fd whenever none "
+               "of the requests in flight has ended");
   app.add_option("--wait_spin_us", o.wait_spin_us,
                  "the initiator's agent_config::wait_spin (with --wait; default: the agent's)");
   app.add_option("--processes", o.processes,

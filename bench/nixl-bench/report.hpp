@@ -31,6 +31,8 @@ struct row {
   double base_gbps = 0;    ///< baseline in the same run (0: none)
   double base_us = 0;      ///< baseline time per request (batch of blocks), us
   bool checked = false;    ///< data verified
+  double cpu = -1;         ///< the process's CPU time / wall time of the timed part (1: a core)
+  double thread_cpu = -1;  ///< the same for the benchmark's threads alone (posting, waiting)
 };
 
 struct run_info {
@@ -51,40 +53,48 @@ inline void print_header(std::FILE* f, const run_info& info) {
              info.scatter ? " (scattered)" : "", info.baseline);
   fmt::print(
       f,
-      "{:>14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {}\n",
+      "{:>14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {:>5} "
+      "{:>7} {}\n",
       "Block Size (B)", "Batch", "B/W (GB/s)", "Avg Lat.", "Avg Prep", "P99 Prep", "Avg Post",
-      "P99 Post", "Avg Tx", "P99 Tx", "Descs", "Base GB/s", "Base Tx", "Ratio", "Check");
+      "P99 Post", "Avg Tx", "P99 Tx", "Descs", "Base GB/s", "Base Tx", "Ratio", "Check", "CPU",
+      "T.CPU");
   fmt::print(
-      f, "{:>14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6}\n",
-      "", "", "", "(us)", "(us)", "(us)", "(us)", "(us)", "(us)", "(us)", "", "", "(us)", "");
+      f,
+      "{:>14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {:>5} "
+      "{:>7} {}\n",
+      "", "", "", "(us)", "(us)", "(us)", "(us)", "(us)", "(us)", "(us)", "", "", "(us)", "", "",
+      "(cores)", "(cores)");
   std::fflush(f);
 }
 
 inline void print_row(std::FILE* f, const row& r) {
   fmt::print(f,
              "{:>14} {:>6} {:>10.3f} {:>9.3f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
-             "{:>9.2f} {:>6} {:>9} {:>9} {:>6} {}\n",
+             "{:>9.2f} {:>6} {:>9} {:>9} {:>6} {:>5} {:>7} {}\n",
              r.block, r.batch, r.gbps, r.avg_lat, r.prep.avg, r.prep.p99, r.post.avg, r.post.p99,
              r.tx.avg, r.tx.p99, r.descs,
              r.base_gbps > 0 ? fmt::format("{:.3f}", r.base_gbps) : std::string("-"),
              r.base_gbps > 0 ? fmt::format("{:.2f}", r.base_us) : std::string("-"), ratio_str(r),
-             r.checked ? "ok" : "-");
+             r.checked ? "ok" : "-", r.cpu >= 0 ? fmt::format("{:.3f}", r.cpu) : std::string("-"),
+             r.thread_cpu >= 0 ? fmt::format("{:.3f}", r.thread_cpu) : std::string("-"));
   std::fflush(f);
 }
 
 inline void write_csv(std::ostream& o, const run_info& info, const std::vector<row>& rows) {
   o << "backend,op,initiator_seg,target_seg,processes,threads,mode,scatter,block_size,batch_size,"
        "iterations,gbps,avg_lat_us,avg_prep_us,p99_prep_us,avg_post_us,p99_post_us,avg_tx_us,"
-       "p99_tx_us,descs,baseline,baseline_gbps,baseline_tx_us,ratio,checked\n";
+       "p99_tx_us,descs,baseline,baseline_gbps,baseline_tx_us,ratio,checked,cpu_cores,"
+       "thread_cpu_cores\n";
   for (const auto& r : rows)
     o << fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},"
-        "{},{},{:.4f},{:.3f},{},{}\n",
+        "{},{},{:.4f},{:.3f},{},{},{},{}\n",
         info.backend, info.op, info.initiator_seg, info.target_seg, info.processes, info.threads,
         info.mode, info.scatter ? 1 : 0, r.block, r.batch, r.iters, r.gbps, r.avg_lat, r.prep.avg,
         r.prep.p99, r.post.avg, r.post.p99, r.tx.avg, r.tx.p99, r.descs, info.baseline, r.base_gbps,
         r.base_us, r.base_gbps > 0 ? fmt::format("{:.4f}", r.gbps / r.base_gbps) : "",
-        r.checked ? 1 : 0);
+        r.checked ? 1 : 0, r.cpu >= 0 ? fmt::format("{:.4f}", r.cpu) : "",
+        r.thread_cpu >= 0 ? fmt::format("{:.4f}", r.thread_cpu) : "");
 }
 
 inline void write_csv(const std::string& path, const run_info& info, const std::vector<row>& rows) {
@@ -122,6 +132,8 @@ inline nlohmann::json to_json(const run_info& info, const std::vector<row>& rows
       p["ratio"] = r.gbps / r.base_gbps;
     }
     p["checked"] = r.checked;
+    if (r.cpu >= 0) p["cpu_cores"] = r.cpu;
+    if (r.thread_cpu >= 0) p["thread_cpu_cores"] = r.thread_cpu;
     pts.push_back(std::move(p));
   }
   return j;

@@ -4,6 +4,9 @@
 
 #include "sweep.hpp"
 
+#include <poll.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -19,6 +22,8 @@ namespace {
 struct thread_out {
   std::vector<double> prep, post, tx;
   nb::clock::time_point start, end;
+  double cpu_start_us = 0;   ///< the process's CPU time at `start` (thread 0 only)
+  double thread_cpu_us = 0;  ///< this thread's CPU time from `start` to `end`
   std::size_t descs = 0;
   std::exception_ptr err;
 };
@@ -40,6 +45,15 @@ nixl::status wait(bench_agent::xfer_request& r, nixl::status s, target_side& tgt
 /// Requests of one thread that are in flight together (--pipeline_depth, repost mode).
 std::size_t pipelined_blocks(const options& o) {
   return o.xfer_mode == "repost" ? static_cast<std::size_t>(o.pipeline_depth) : 1;
+}
+
+/// CPU time (user and system) of the whole process (RUSAGE_SELF) or of the calling thread
+/// (RUSAGE_THREAD), us.
+double cpu_us(int who = RUSAGE_SELF) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 void must(nixl::status s, const char* what) {
@@ -95,22 +109,35 @@ void repost_pipelined(bench_agent& a, const options& o, const segment& local, ta
     }
     return false;
   };
+  // --wait: when a pass over the requests (request::peek) found none ended, sleep on the agent's
+  // event fd (no spin) until one does; drained before the pass, so that an end during it wakes
+  // the next.
+  const int fd = o.wait ? a.event_fd() : -1;
   auto phase = [&](int end) {
     std::size_t live = 0;
     for (std::size_t d = 0; d < depth; ++d) live += launch(d, end) ? 1 : 0;
     while (live > 0) {
       tgt.idle();
+      bool ended = false;
+      if (fd >= 0) a.drain_events();
       for (std::size_t d = 0; d < depth; ++d) {
         flight& f = fl[d];
         if (!f.busy) continue;
-        const auto s = reqs[d].status();
+        // --wait: peek, which makes no progress (the progress thread does, and signals the fd)
+        const auto s = fd >= 0 ? reqs[d].peek() : reqs[d].status();
         if (s == nixl::status::in_progress) continue;
         must(s, "post");
         record(f.iter, 0.0, nb::us_since(f.t1, f.t2), nb::us_since(f.t1, nb::clock::now()));
+        ended = true;
         f.busy = false;
         if (!launch(d, end)) --live;
       }
-      if (o.yield) std::this_thread::yield();
+      if (fd >= 0 && !ended && live > 0) {
+        pollfd p{fd, POLLIN, 0};
+        ::poll(&p, 1, 100);
+      } else if (o.yield) {
+        std::this_thread::yield();
+      }
     }
   };
   phase(p.warmup);
@@ -190,6 +217,8 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           arrived = true;
           ready.arrive_and_wait();
           out.start = nb::clock::now();
+          out.thread_cpu_us = cpu_us(RUSAGE_THREAD);
+          if (t == 0) out.cpu_start_us = cpu_us();
         }
       };
       if (o.xfer_mode == "repost" && o.pipeline_depth > 1) {
@@ -244,6 +273,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
         }
         out.end = nb::clock::now();
       }
+      out.thread_cpu_us = cpu_us(RUSAGE_THREAD) - out.thread_cpu_us;
     } catch (...) {
       out.err = std::current_exception();
       if (!arrived) ready.count_down();  // never leave the others waiting
@@ -272,6 +302,10 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
     tx.insert(tx.end(), out.tx.begin(), out.tx.end());
   }
   const double wall = nb::us_since(first, last);
+  row.cpu = (cpu_us() - outs[0].cpu_start_us) / nb::us_since(outs[0].start, last);
+  double thread_cpu = 0;
+  for (const auto& out : outs) thread_cpu += out.thread_cpu_us;
+  row.thread_cpu = thread_cpu / wall;
   const double bytes = static_cast<double>(p.block * p.batch) * p.iters * threads;
   row.gbps = bytes / wall / 1e3;
   row.avg_lat = wall / (static_cast<double>(p.iters) * static_cast<double>(p.batch));

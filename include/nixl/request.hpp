@@ -129,6 +129,33 @@ class request {
     return status_;
   }
 
+  /// Where the transfer stands from what its backend already knows, without making progress:
+  /// for a thread that sleeps on the agent's event fd with many requests in flight and looks at
+  /// each after a wake-up, where status() would drive the transport once per request (a system
+  /// call each over TCP). `in_progress` while the backend's completion record says so (this
+  /// thread is then taken as not driving the transport: the backend's progress thread moves the
+  /// request and signals the fd when it ends); else what status() answers, which records the
+  /// end. A backend that cannot be read without progress, or does not signal the fd now, gets
+  /// status(); so does a request past its stall timeout, which status() acts on. Never throws.
+  nixl::status peek() noexcept {
+    if (status_ != nixl::status::in_progress) return status_;
+    if constexpr (peeking_backend<B>) {
+      bool wakes = true;
+      if constexpr (waking_backend<B>) wakes = engine_->wakes_waiters();
+      const bool stalled = stall_timeout_.count() > 0 &&
+                           std::chrono::steady_clock::now() - telem_.start >= stall_timeout_;
+      if (wakes && !canceling_ && !stalled) {
+        auto g = lock_->shared();
+        if (peer_->valid.load(std::memory_order_acquire) &&
+            engine_->peek(state_) == nixl::status::in_progress) {
+          if constexpr (handing_backend<B>) engine_->hand_back(state_);
+          return nixl::status::in_progress;
+        }
+      }
+    }
+    return status();
+  }
+
   /// Cancels what is in flight and frees backend resources. Returns `repost_active` (and keeps
   /// the request) when the backend cannot cancel it; `success` otherwise. A released request
   /// keeps nothing of its backend, peer or regions: post and status say `invalid_param`.

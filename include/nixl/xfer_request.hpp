@@ -36,6 +36,10 @@ class xfer_request {
   nixl::status status() noexcept {
     return apply(nixl::status::invalid_param, [](auto& r) { return r.status(); });
   }
+  /// request<B>::peek: where it stands without making progress (after an event-fd wake-up).
+  nixl::status peek() noexcept {
+    return apply(nixl::status::invalid_param, [](auto& r) { return r.peek(); });
+  }
   /// request<B>::wait: the status once ended, `in_progress` at the deadline.
   nixl::status wait(std::chrono::nanoseconds timeout) noexcept {
     return apply(nixl::status::invalid_param, [&](auto& r) { return r.wait(timeout); });

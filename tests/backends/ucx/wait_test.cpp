@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
@@ -192,6 +193,62 @@ TEST_CASE("ucx wait: the first wait after a post polls for wait_spin, then sleep
   CHECK(r.wait(0ms) == status::in_progress);
   CHECK(clk::now() - t0 < slack);
   CHECK(r.release() == status::success);
+}
+
+TEST_CASE("ucx wait: many requests in flight, looked at with peek after each fd wake-up") {
+  // As above: over tcp, with nobody progressing the target, the puts stay in flight.
+  nixl::test::env_guard env;
+  env.set("UCX_TLS", "tcp");
+  constexpr std::size_t count = 16, size = std::size_t{64} << 10;
+  wait_pair p(count * size, true, false);
+  auto& be = p.init.get_backend<nixl::ucx::backend>();
+  p.ib.fill(9);
+  std::vector<ucx_agent::xfer_request> reqs;
+  for (std::size_t i = 0; i < count; ++i)
+    reqs.push_back(
+        p.init.create_request(xfer_op::write, nixl::test::blocks(p.ib.addr(i * size), 1, size),
+                              nixl::test::blocks(p.tb.addr(i * size), 1, size), "target"));
+  CHECK(reqs[0].peek() == status::not_posted);
+  for (auto& r : reqs) REQUIRE(r.post() == status::in_progress);
+  // peek reads the completion records alone: the initiator's worker is not progressed
+  const std::uint32_t before = be.worker_polls(0);
+  for (int round = 0; round < 100; ++round)
+    for (auto& r : reqs) REQUIRE(r.peek() == status::in_progress);
+  CHECK(be.worker_polls(0) == before);
+  // the target moves: the progress thread ends the requests and signals the fd
+  std::atomic<bool> stop{false};
+  std::thread driver([&] {
+    while (!stop.load()) p.tgt.get_backend<nixl::ucx::backend>().progress();
+  });
+  const int fd = p.init.event_fd();
+  std::size_t ended = 0;
+  std::vector<bool> done(count, false);
+  const auto deadline = clk::now() + 30s;
+  while (ended < count && clk::now() < deadline) {
+    p.init.drain_events();
+    bool any = false;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (done[i]) continue;
+      const status s = reqs[i].peek();
+      if (s == status::in_progress) continue;
+      CHECK(s == status::success);
+      done[i] = any = true;
+      ++ended;
+    }
+    if (!any && ended < count) {
+      pollfd pf{fd, POLLIN, 0};
+      ::poll(&pf, 1, 100);
+    }
+  }
+  stop = true;
+  driver.join();
+  CHECK(ended == count);
+  CHECK(p.tb.holds(9));
+  for (auto& r : reqs) {
+    CHECK(r.peek() == status::success);  // terminal, as status() is
+    CHECK(r.release() == status::success);
+    CHECK(r.peek() == status::invalid_param);
+  }
 }
 
 TEST_CASE("ucx abort notices: a request released in flight tells its target, once its data is in") {

@@ -23,17 +23,14 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
+#include "bench_common.hpp"
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 using ucx_agent = nixl::agent<nixl::ucx::backend>;
 
-double cpu_us(int who) {
-  rusage u{};
-  ::getrusage(who, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
+using nixl_bench::cpu_us;
 
 struct result {
   double p50_us, p99_us, thread_cpu_us, process_cpu_us, inflight_frac;

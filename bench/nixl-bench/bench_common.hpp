@@ -3,6 +3,7 @@
 /// buffers, timing statistics and the sweep's point list.
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,15 @@ using clock = std::chrono::steady_clock;
 
 inline double us_since(clock::time_point a, clock::time_point b) noexcept {
   return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+/// CPU time (user and system) of the whole process (RUSAGE_SELF) or of the calling thread
+/// (RUSAGE_THREAD), us.
+inline double cpu_us(int who = RUSAGE_SELF) noexcept {
+  rusage u{};
+  ::getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 /// "4K", "1M", "64M", "3G", or bytes.

@@ -5,7 +5,6 @@
 #include "sweep.hpp"
 
 #include <poll.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,15 +44,6 @@ nixl::status wait(bench_agent::xfer_request& r, nixl::status s, target_side& tgt
 /// Requests of one thread that are in flight together (--pipeline_depth, repost mode).
 std::size_t pipelined_blocks(const options& o) {
   return o.xfer_mode == "repost" ? static_cast<std::size_t>(o.pipeline_depth) : 1;
-}
-
-/// CPU time (user and system) of the whole process (RUSAGE_SELF) or of the calling thread
-/// (RUSAGE_THREAD), us.
-double cpu_us(int who = RUSAGE_SELF) {
-  rusage u{};
-  ::getrusage(who, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 void must(nixl::status s, const char* what) {
@@ -217,8 +207,8 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
           arrived = true;
           ready.arrive_and_wait();
           out.start = nb::clock::now();
-          out.thread_cpu_us = cpu_us(RUSAGE_THREAD);
-          if (t == 0) out.cpu_start_us = cpu_us();
+          out.thread_cpu_us = nb::cpu_us(RUSAGE_THREAD);
+          if (t == 0) out.cpu_start_us = nb::cpu_us();
         }
       };
       if (o.xfer_mode == "repost" && o.pipeline_depth > 1) {
@@ -273,7 +263,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
         }
         out.end = nb::clock::now();
       }
-      out.thread_cpu_us = cpu_us(RUSAGE_THREAD) - out.thread_cpu_us;
+      out.thread_cpu_us = nb::cpu_us(RUSAGE_THREAD) - out.thread_cpu_us;
     } catch (...) {
       out.err = std::current_exception();
       if (!arrived) ready.count_down();  // never leave the others waiting
@@ -302,7 +292,7 @@ nb::row run_point(bench_agent& a, const options& o, segment& local, target_side&
     tx.insert(tx.end(), out.tx.begin(), out.tx.end());
   }
   const double wall = nb::us_since(first, last);
-  row.cpu = (cpu_us() - outs[0].cpu_start_us) / nb::us_since(outs[0].start, last);
+  row.cpu = (nb::cpu_us() - outs[0].cpu_start_us) / wall;
   double thread_cpu = 0;
   for (const auto& out : outs) thread_cpu += out.thread_cpu_us;
   row.thread_cpu = thread_cpu / wall;

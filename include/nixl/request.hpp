@@ -146,8 +146,7 @@ class request {
                            std::chrono::steady_clock::now() - telem_.start >= stall_timeout_;
       if (wakes && !canceling_ && !stalled) {
         auto g = lock_->shared();
-        if (peer_->valid.load(std::memory_order_acquire) &&
-            engine_->peek(state_) == nixl::status::in_progress) {
+        if (!record_ended()) {
           if constexpr (handing_backend<B>) engine_->hand_back(state_);
           return nixl::status::in_progress;
         }
@@ -213,12 +212,7 @@ class request {
         if (stall_timeout_.count() > 0)
           until = std::min(until, std::chrono::time_point_cast<detail::waker::clock::duration>(
                                       telem_.start + stall_timeout_));
-        const bool ended = waker_->wait_until(
-            [&] {
-              return !peer_->valid.load(std::memory_order_acquire) ||
-                     engine_->peek(state_) != nixl::status::in_progress;
-            },
-            until);
+        const bool ended = waker_->wait_until([&] { return record_ended(); }, until);
         if (ended) return status();
         if (until == deadline) return status_;
       }
@@ -261,6 +255,12 @@ class request {
   const typename B::request& backend_state() const noexcept { return state_; }
 
  private:
+  /// Whether the backend's completion record (peek, no progress) says the request ended, or
+  /// its peer is gone: what wait() and peek() read before they ask status().
+  bool record_ended() const noexcept requires peeking_backend<B> {
+    return !peer_->valid.load(std::memory_order_acquire) ||
+           engine_->peek(state_) != nixl::status::in_progress;
+  }
   template <class... Bs>
   friend class agent;
 

@@ -1,6 +1,7 @@
 """nixl-bench between sandbox hosts: --role target/initiator meeting through the listener on a
 host address, and through etcd (--etcd_endpoints); small sizes, data checked."""
 
+import csv
 import os
 import time
 
@@ -36,9 +37,9 @@ def test_bench_across_hosts(sandbox, meet, op):
         time.sleep(0.05)
     r = sb.run(0, [BENCH, "--role", "initiator", "--op_type", op] + iside + SIZES, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = [line.split(",") for line in r.stdout.strip().splitlines()[1:]]
+    rows = list(csv.DictReader(r.stdout.strip().splitlines()))
     assert len(rows) >= 9, r.stdout
     for row in rows:
-        assert float(row[11]) > 0, row  # gbps
-        assert row[-1] == "1", f"data not checked: {row}"
+        assert float(row["gbps"]) > 0, row
+        assert row["checked"] == "1", f"data not checked: {row}"
     assert tgt.wait(30) == 0

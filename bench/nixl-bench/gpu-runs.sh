@@ -4,12 +4,14 @@
 # another, each preceded by the machine's load. Every point's data is checked; the cuda baseline
 # (cudaMemcpyPeerAsync between the same GPUs, synchronised) runs in the same run.
 #   bench/nixl-bench/gpu-runs.sh path/to/nixl-bench [out-dir] [which...]
-# which: cuda modes ucx staging (default: all). UCX settings come from the environment.
+# which: cuda modes ucx staging bulk (default: all but bulk). UCX settings come from the
+# environment; TARGET_GPU (default 1) is the target's GPU (0 on a one-GPU machine).
 set -uo pipefail
 bin=${1:?path of nixl-bench}
 out=${2:-/tmp/nixl-bench-gpu}
 shift $(($# >= 2 ? 2 : $#))
 which=${*:-cuda modes ucx staging}
+tgt=${TARGET_GPU:-1}
 mkdir -p "$out"
 run() {
   local name=$1
@@ -23,7 +25,7 @@ run() {
   grep -vE '^\$|^$' "$out/$name.txt" | cut -c1-160 | tail -n +1
 }
 gpus=(--processes 2 --initiator_seg_type VRAM --target_seg_type VRAM --initiator_gpu 0
-      --target_gpu 1 --check_consistency --warmup_iter 20 --large_blk_iter_ftr 4)
+      --target_gpu "$tgt" --check_consistency --warmup_iter 20 --large_blk_iter_ftr 4)
 big=(--start_block_size 64K --max_block_size 256M --num_iter 200)
 small=(--start_block_size 4K --max_block_size 4K --start_batch_size 64 --max_batch_size 64
        --scatter --num_iter 2000)
@@ -74,6 +76,17 @@ for w in $which; do
       for v in ${STAGING_VARIANTS:-}; do
         RUN_ENV="UCX_TLS=tcp,cuda_copy ${v//,/ } " run "tcp-vram-${v//[^a-zA-Z0-9]/_}" "${st[@]}" \
           --initiator_seg_type VRAM --target_seg_type VRAM --target_gpu 1 --baseline none
+      done
+      ;;
+    bulk)
+      # One request of 65,536 VRAM blocks of 16 KiB (1 GiB), two processes: contiguous blocks
+      # (merged into one copy) and scattered ones (every other 16 KiB), UCX and CUDA backends.
+      bk=(--processes 2 --initiator_seg_type VRAM --target_seg_type VRAM --initiator_gpu 0
+          --target_gpu "$tgt" --start_block_size 16K --max_block_size 16K --num_iter 10
+          --warmup_iter 2 --start_batch_size 65536 --max_batch_size 65536 --check_consistency)
+      for b in UCX CUDA; do
+        run "bulk-${b,,}" --backend "$b" "${bk[@]}" --total_buffer_size 1G
+        run "bulk-${b,,}-scatter" --backend "$b" "${bk[@]}" --total_buffer_size 2G --scatter
       done
       ;;
   esac

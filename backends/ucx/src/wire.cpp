@@ -116,7 +116,8 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
 // Copy request: version, token, direction, count, then per entry the peer's IPC handle (64),
 // its GPU's UUID (16), the offset in its allocation, the allocation's length, the host address
 // here and the length. Copy ack: version, token, status.
-std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries) {
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries,
+                                std::string_view reply_address) {
   nixl::detail::writer w;
   w.u8(copy_version);
   w.u64(0);
@@ -130,6 +131,7 @@ std::string encode_copy_request(bool to_host, std::span<const copy_entry> entrie
     w.u64(e.host_addr);
     w.u64(e.len);
   }
+  w.bytes(reply_address);
   return w.take();
 }
 
@@ -142,8 +144,9 @@ void set_copy_token(std::string& msg, std::uint64_t token) noexcept {
 
 copy_request parse_copy_request(std::string_view data) {
   nixl::detail::reader in(data, "UCX copy request");
-  if (const auto v = in.u8("version"); v != copy_version)
-    in.fail("UCX copy request: version {} (this build reads {})", v, copy_version);
+  const std::uint8_t version = in.u8("version");
+  if (version != 1 && version != copy_version)
+    in.fail("UCX copy request: version {} (this build reads 1 and {})", version, copy_version);
   copy_request r;
   r.token = in.u64("token");
   const std::uint8_t dir = in.u8("direction");
@@ -173,7 +176,7 @@ copy_request parse_copy_request(std::string_view data) {
 
 std::string encode_copy_ack(std::uint64_t token, status st) {
   nixl::detail::writer w;
-  w.u8(copy_version);
+  w.u8(copy_ack_version);
   w.u64(token);
   w.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(st)));
   return w.take();
@@ -182,7 +185,7 @@ std::string encode_copy_ack(std::uint64_t token, status st) {
 std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept {
   try {
     nixl::detail::reader in(data, "UCX copy ack");
-    if (in.u8("version") != copy_version) return std::nullopt;
+    if (in.u8("version") != copy_ack_version) return std::nullopt;
     const std::uint64_t token = in.u64("token");
     const auto code = static_cast<std::int32_t>(in.u32("status"));
     in.finish();

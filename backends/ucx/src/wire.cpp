@@ -115,7 +115,8 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
 
 // Copy request: version, token, direction, count, then per entry the peer's IPC handle (64),
 // its GPU's UUID (16), the offset in its allocation, the allocation's length, the host address
-// here and the length. Copy ack: version, token, status.
+// here and the length; from version 2 the requesting worker's UCX address (u32 length, then
+// bytes), where the answer goes. Copy ack: version, token, status.
 std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries,
                                 std::string_view reply_address) {
   nixl::detail::writer w;
@@ -169,6 +170,10 @@ copy_request parse_copy_request(std::string_view data) {
               e.vram_offset, e.alloc_len);
     if (e.host_addr == 0 || e.len > ~std::uint64_t{0} - e.host_addr)
       in.fail("UCX copy request: host range [{:#x}, +{}) wraps", e.host_addr, e.len);
+  }
+  if (version >= 2) {
+    r.reply_address = std::string(in.bytes("reply address", max_reply_address));
+    if (r.reply_address.empty()) in.fail("UCX copy request: empty reply address");
   }
   in.finish();
   return r;

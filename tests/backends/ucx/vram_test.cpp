@@ -138,6 +138,22 @@ struct vram_pair {
   }
 };
 
+/// VRAM of this process (GPU 0) registered with an initiator that loaded the metadata of a
+/// peer process whose `size` bytes of host memory are at `ta`.
+struct vram_and_peer_host {
+  peer_process t;
+  cuda_test::gpu_buffer mine;
+  ucx_agent in{"initiator"};
+  std::uintptr_t ta = 0;
+  vram_and_peer_host(std::size_t size, std::vector<std::string> peer_args)
+      : t(NIXL_UCX_PEER_EXE, std::move(peer_args)), mine(size, 0) {
+    in.create_backend<nixl::ucx::backend>();
+    in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
+    REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
+    ta = t.remote_addr();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ucx vram: registration, metadata and refusal of bad ranges", "[ucx][vram]") {
@@ -431,13 +447,8 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   const std::size_t size = std::size_t{4} << 20;
   std::vector<std::string> args{"target", std::to_string(size)};
   if (shared) args.push_back("--alloc");
-  peer_process t(NIXL_UCX_PEER_EXE, args);
-  cuda_test::gpu_buffer mine(size, 0);
-  ucx_agent in("initiator");
-  in.create_backend<nixl::ucx::backend>();
-  in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
-  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
-  const std::uintptr_t ta = t.remote_addr();
+  vram_and_peer_host s(size, args);
+  auto& [t, mine, in, ta] = s;
   std::vector<std::uint8_t> pat(size);
   cuda_test::fill(pat, 31);
   mine.upload(pat);
@@ -482,13 +493,8 @@ TEST_CASE("ucx vram: the peer serves other messages while a copy it runs for us 
           "[ucx][vram]") {
   NEED_UCX_VRAM();
   const std::size_t size = std::size_t{2} << 30;  // tens of ms of PCIe copy: far beyond a message
-  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(size)});
-  cuda_test::gpu_buffer mine(size, 0);
-  ucx_agent in("initiator");
-  in.create_backend<nixl::ucx::backend>();
-  in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
-  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
-  const std::uintptr_t ta = t.remote_addr();
+  vram_and_peer_host s(size, {"target", std::to_string(size)});
+  auto& [t, mine, in, ta] = s;
   std::vector<std::uint8_t> pat(size);
   cuda_test::fill(pat, 41);
   mine.upload(pat);

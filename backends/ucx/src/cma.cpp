@@ -15,16 +15,15 @@
 
 namespace nixl::ucx::detail {
 
-bool engine::copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& done) noexcept {
+void engine::copy_cma(op_slot* s, const op_run& pt, bool write) noexcept {
   peer_state* p = s->peer.load(std::memory_order_relaxed);
-  done = 0;
-  if (p->cma_refused.load(std::memory_order_relaxed)) return false;
+  std::uint32_t done = 0;
   std::array<iovec, config::cma_iov> here{};
   std::array<iovec, config::cma_iov> there{};
   while (done < pt.count) {
     if (p->gone()) {
       s->fail(status::remote_disconnect);
-      return true;
+      return;
     }
     std::size_t k = 0;
     std::size_t bytes = 0;
@@ -42,17 +41,21 @@ bool engine::copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& d
       if (got <= 0) {
         const int e = got == 0 ? EFAULT : errno;
         if (e == EINTR) continue;
-        done += static_cast<std::uint32_t>(lo);
         if (e == EPERM || e == EACCES || e == ENOSYS) {
-          // the kernel does not let this process into the peer's memory (ptrace rules, a
-          // seccomp filter): UCX moves this peer's DRAM from here on
+          // The kernel closed the peer's memory to this process after the endpoints were made
+          // (the peer turned non-dumpable, this process lost CAP_SYS_PTRACE or entered a
+          // seccomp filter). UCX's own cma lane would be refused the same way, and its failure
+          // would cut the connection: the request fails, the peer stays (notifications still
+          // reach it), and the next request tries again.
           if (!p->cma_refused.exchange(true, std::memory_order_relaxed))
-            log::info("UCX: {} of '{}' (pid {}) refused ({}): UCX moves its DRAM from now on",
-                      write ? "process_vm_writev" : "process_vm_readv", p->name, pt.cma_pid,
-                      std::strerror(e));
-          return false;
-        }
-        if (e == ESRCH) {
+            log::error(
+                "UCX: {} of '{}' (pid {}) refused ({}): the kernel no longer lets this process "
+                "into that one's memory; its same-host DRAM requests end with "
+                "NIXL_ERR_NOT_ALLOWED while that lasts (UCX's cma would be refused too)",
+                write ? "process_vm_writev" : "process_vm_readv", p->name, pt.cma_pid,
+                std::strerror(e));
+          s->fail(status::not_allowed);
+        } else if (e == ESRCH) {
           s->fail(status::remote_disconnect);
         } else {
           log::error(
@@ -62,7 +65,7 @@ bool engine::copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& d
               reinterpret_cast<std::uintptr_t>(there[lo].iov_base), std::strerror(e));
           s->fail(status::backend);
         }
-        return true;
+        return;
       }
       // a short count stops at a descriptor: go on from there (the next call reports why)
       auto left = static_cast<std::size_t>(got);
@@ -82,7 +85,6 @@ bool engine::copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& d
     }
     done += static_cast<std::uint32_t>(k);
   }
-  return true;
 }
 
 }  // namespace nixl::ucx::detail

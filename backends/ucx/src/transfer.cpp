@@ -300,7 +300,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const bool map_peer = cuda_path && !ipc_cache_off(eng_->cfg().engine_config);
   host_vram_regions last_pair;
   // every pair UCX would move is DRAM <-> DRAM of a cma peer: this process copies them
-  bool cma = p.state->cma_pid != 0 && !p.state->cma_refused.load(std::memory_order_relaxed);
+  bool cma = p.state->cma_pid != 0;
   for (std::size_t i = 0; i < local.size(); ++i) {
     const bound_desc<region>& l = local[i];
     const bound_desc<remote_region>& rm = remote[i];

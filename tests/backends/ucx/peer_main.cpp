@@ -11,12 +11,15 @@
 //   ABORTS <count> <ms>        wait (agent.wait_notifications) for <count> abort notices
 //                              -> "A <sender> <hex>"..., "N <sender> <hex>"... (notifications
 //                              that arrived meanwhile), "END"
+//   DUMPABLE <0|1>             prctl(PR_SET_DUMPABLE): at 0 another process needs
+//                              CAP_SYS_PTRACE for process_vm_readv/writev into this one -> "OK"
 // Without a progress thread it calls agent.progress() while waiting for commands.
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -243,6 +246,10 @@ int main(int argc, char** argv) {
         for (auto& [from, msgs] : notifs)
           for (auto& x : msgs) reply("N " + from + " " + hex(x));
         reply("END");
+      } else if (cmd == "DUMPABLE") {
+        int on = 1;
+        in >> on;
+        reply(::prctl(PR_SET_DUMPABLE, on != 0 ? 1 : 0, 0, 0, 0) == 0 ? "OK" : "ERR prctl");
       } else if (cmd == "NOTIFY") {
         std::string to, h;
         in >> to >> h;

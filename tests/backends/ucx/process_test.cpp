@@ -3,7 +3,10 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -210,6 +213,85 @@ TEST_CASE("ucx two processes: same-host DRAM in batched cma calls or UCX puts, b
     REQUIRE(wait(one) == status::success);
   }
   CHECK(t.ask(sum_cmd(ro, 4096)) == sum_of(local.data(), 4096));
+}
+
+namespace {
+
+/// Takes CAP_SYS_PTRACE out of this thread's effective capabilities (threads started meanwhile
+/// inherit that) and puts it back at the end. `dropped`: it was there and is now gone.
+struct without_ptrace_cap {
+  __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved[2]{};
+  bool dropped = false;
+  without_ptrace_cap() {
+    if (::syscall(SYS_capget, &h, saved) != 0) return;
+    if ((saved[0].effective & (1u << CAP_SYS_PTRACE)) == 0) return;
+    __user_cap_data_struct d[2] = {saved[0], saved[1]};
+    d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    dropped = ::syscall(SYS_capset, &h, d) == 0;
+  }
+  ~without_ptrace_cap() {
+    if (dropped) (void)::syscall(SYS_capset, &h, saved);
+  }
+};
+
+}  // namespace
+
+// The kernel refuses process_vm_writev/readv into a peer once it turns non-dumpable, to a
+// process without CAP_SYS_PTRACE: after the endpoints (and UCX's own cma lane) were made. The
+// request fails with not_allowed and an abort notice, the peer stays connected, and once its
+// memory is open again the next request moves the data.
+TEST_CASE("ucx two processes: a peer whose memory the kernel closes after connecting") {
+  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
+  without_ptrace_cap cap;  // for this thread and the backend's progress thread
+  buffer local(target_size);
+  ucx_agent agent("initiator");
+  agent.create_backend<nixl::ucx::backend>();
+  agent.register_memory(local.reg());
+  REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+  auto write_blocks = [&](int seed, const char* notif) {
+    local.fill(seed);
+    auto w = agent.create_request(xfer_op::write, blocks(local.addr(), 16, 4096, 4096),
+                                  blocks(ta, 16, 4096, 8192), "target", {.notif = notif});
+    (void)w.post();
+    return wait(w);
+  };
+  auto landed = [&] {  // the 16 blocks of this side, every other 4 KiB there
+    for (std::size_t i = 0; i < 16; ++i)
+      if (t.ask(sum_cmd(i * 8192, 4096)) != sum_of(local.data() + i * 4096, 4096)) return false;
+    return true;
+  };
+  if (!agent
+           .create_request(xfer_op::write, blocks(local.addr(), 16, 4096, 4096),
+                           blocks(ta, 16, 4096, 8192), "target")
+           .backend_state()
+           .cma_copies())
+    NIXL_SKIP("this UCX has no endpoint query (before 1.14): UCX moves same-host DRAM itself");
+  REQUIRE(write_blocks(3, "open") == status::success);
+  CHECK(landed());
+  REQUIRE(target_notifs(t, 1).size() == 1);
+
+  REQUIRE(t.ask("DUMPABLE 0") == "OK");
+  CHECK(write_blocks(4, "closed") == status::not_allowed);
+  CHECK_FALSE(landed());
+  // the target learns that this transfer will not come, and the peer stays connected
+  auto told = [&] {
+    t.send("ABORTS 1 20000");
+    const auto l = ucx_test::target_lines(t);
+    return l.size() == 1 && std::get<0>(l[0]) == "A" ? std::get<2>(l[0]) : std::string();
+  };
+  CHECK(told() == "closed");
+  CHECK(write_blocks(5, "closed again") == status::not_allowed);
+  CHECK(told() == "closed again");
+
+  REQUIRE(t.ask("DUMPABLE 1") == "OK");
+  CHECK(write_blocks(6, "open again") == status::success);
+  CHECK(landed());
+  const auto n = target_notifs(t, 1);
+  REQUIRE(n.size() == 1);
+  CHECK(n[0].second == "open again");
+  INFO("CAP_SYS_PTRACE dropped here: " << cap.dropped);
 }
 
 TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a hang") {

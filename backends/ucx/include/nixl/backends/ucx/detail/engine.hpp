@@ -129,8 +129,8 @@ struct peer_state {
   /// Another process of this host whose DRAM this process copies with process_vm_writev/readv
   /// (`host_dram_copy=cma`, UCX's endpoints to it have a cma lane): its pid, else 0.
   int cma_pid = 0;
-  /// Set when the kernel refused those calls (EPERM, ENOSYS: ptrace rules, seccomp): UCX
-  /// moves this peer's DRAM from then on.
+  /// Set once the kernel refused those calls (EPERM, ENOSYS: ptrace rules, seccomp), which is
+  /// logged once; each request still tries them (the refusal may end).
   std::atomic<bool> cma_refused{false};
   /// The peer runs copy requests: its host memory <-> this process's VRAM (connection info).
   bool host_copies = false;
@@ -336,11 +336,10 @@ class engine {
   /// process that exited) still lets the flush succeed, so the flush alone would report success
   /// for data that never landed.
   static status post_part(op_slot* s, const op_run& pt, bool write) noexcept;
-  /// Copies the run's descriptors (from `done` on) into or out of the peer process's memory
-  /// with process_vm_writev/readv, `config::cma_iov` descriptors a call. True when the run
-  /// ended (its failure, if any, recorded in the slot); false when the kernel refuses the
-  /// calls, with `done` the descriptors copied: UCX moves the rest.
-  static bool copy_cma(op_slot* s, const op_run& pt, bool write, std::uint32_t& done) noexcept;
+  /// Copies the run's descriptors into or out of the peer process's memory with
+  /// process_vm_writev/readv, `config::cma_iov` descriptors a call; a failure is recorded in
+  /// the slot (`not_allowed` when the kernel refuses the calls).
+  static void copy_cma(op_slot* s, const op_run& pt, bool write) noexcept;
   /// Waits until a claimed post of `s` has been made (release).
   static void wait_posted(const op_slot* s) noexcept;
 
@@ -573,14 +572,16 @@ inline status engine::flush_done(op_slot* s) noexcept {
 }
 
 inline status engine::post_part(op_slot* s, const op_run& pt, bool write) noexcept {
-  std::uint32_t first = 0;
-  if (pt.cma_pid != 0 && copy_cma(s, pt, write, first)) return flush_done(s);
+  if (pt.cma_pid != 0) {
+    copy_cma(s, pt, write);
+    return flush_done(s);
+  }
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &engine::on_flush;
   p.user_data = s;
-  for (std::uint32_t i = first; i < pt.count; ++i) {
+  for (std::uint32_t i = 0; i < pt.count; ++i) {
     const xfer_item& it = pt.items[i];
     p.memh = it.memh;
     ucs_status_ptr_t sp = write ? ucp_put_nbx(pt.ep, it.local, it.len, it.remote, it.rkey, &p)

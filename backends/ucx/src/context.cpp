@@ -155,9 +155,6 @@ engine::engine(const config& cfg, const backend_context& bctx)
     cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 
   watch_ = std::make_unique<worker_watch[]>(cfg_.num_workers);
-  worker_args_ = std::make_unique<worker_arg[]>(cfg_.num_workers);
-  serving_ = std::make_unique<serving>();
-  serving_->replies.resize(cfg_.num_workers);
   for (std::size_t i = 0; i < cfg_.num_workers; ++i) {
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -176,12 +173,9 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ap.id = abort_am_id;
     ap.cb = &engine::on_abort;
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
-    worker_args_[i] = {this, static_cast<std::uint32_t>(i)};
     ap.id = copy_am_id;
     ap.cb = &engine::on_copy;
-    ap.arg = &worker_args_[i];
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
-    ap.arg = this;
     ap.id = ack_am_id;
     ap.cb = &engine::on_copy_ack;
     NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
@@ -220,14 +214,6 @@ engine::~engine() {
     wake();
     thread_.join();
     run_queued_posts(true);  // posts handed to the thread that it did not make end as canceled
-  }
-  if (serving_) {
-    // copies run for peers end and are answered; their endpoints close with the answers
-    while (gpu_pending()) {
-      reap_served(true);
-      if (std::lock_guard lk(serving_->mu); serving_->running.empty()) break;
-    }
-    serving_->close_replies(workers_, now_ns() + 1'000'000'000);
   }
   {
     std::vector<peer_state*> live;

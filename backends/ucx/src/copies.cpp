@@ -2,9 +2,7 @@
 // CUDA map that memory in its process, so it asks this backend to run the copy (its VRAM opened
 // here from its CUDA IPC handle) and waits for the answer; its notification follows as usual.
 
-#include <array>
 #include <chrono>
-#include <exception>
 
 #include <nixl/log.hpp>
 
@@ -23,23 +21,13 @@ void engine::add_host_region(std::uintptr_t addr, std::size_t len) {
 }
 
 void engine::remove_host_region(std::uintptr_t addr, std::size_t len) noexcept {
-  std::lock_guard sl(serving_->mu);
-  {
-    std::lock_guard lk(copy_mu_);
-    auto [b, e] = host_regions_.equal_range(addr);
-    for (auto it = b; it != e; ++it)
-      if (it->second == len) {
-        host_regions_.erase(it);
-        break;
-      }
-  }
-  // copies served for peers that still touch the range end before it is let go
-  for (const auto& c : serving_->running)
-    for (auto [a, n] : c->host)
-      if (a < addr + len && addr < a + n) {
-        gpu_wait(c->g);
-        break;
-      }
+  std::lock_guard lk(copy_mu_);
+  auto [b, e] = host_regions_.equal_range(addr);
+  for (auto it = b; it != e; ++it)
+    if (it->second == len) {
+      host_regions_.erase(it);
+      return;
+    }
 }
 
 namespace {
@@ -55,92 +43,16 @@ void on_copy_sent(void* request, ucs_status_t st, void* user) noexcept {
 
 }  // namespace
 
-namespace {
-
-void on_reply_closed(void* request, ucs_status_t, void*) noexcept {
-  ucp_request_free(request);
-}
-
-}  // namespace
-
-engine::serving::reply_peer* engine::serving::reply_to(ucp_worker_h worker, std::uint32_t w,
-                                                       std::string_view address) {
-  auto& m = replies[w];
-  if (auto it = m.find(address); it != m.end()) {
-    it->second.used = ++uses;
-    return &it->second;
-  }
-  if (m.size() >= max_replies) {
-    auto idle = m.end();
-    for (auto it = m.begin(); it != m.end(); ++it)
-      if (it->second.in_flight == 0 && (idle == m.end() || it->second.used < idle->second.used))
-        idle = it;
-    if (idle != m.end()) {
-      ucp_request_param_t cp{};
-      cp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-      cp.cb.send = &on_reply_closed;
-      (void)ucp_ep_close_nbx(idle->second.ep, &cp);  // a request frees itself at its end
-      m.erase(idle);
-    }
-  }
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-  ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;  // as the data endpoints of a peer on this host
-  ucp_ep_h h = nullptr;
-  if (const ucs_status_t st = ucp_ep_create(worker, &ep, &h); st != UCS_OK) {
-    log::warn(
-        "UCX: copy request: no endpoint to the requester for the answer ({}); the copy "
-        "runs before the request's callback returns",
-        ucs_status_string(st));
-    return nullptr;
-  }
-  auto& r = m[std::string(address)];
-  r.ep = h;
-  r.used = ++uses;
-  return &r;
-}
-
-void engine::serving::close_replies(std::span<worker_handle> workers,
-                                    std::int64_t deadline_ns) noexcept {
-  std::vector<std::pair<ucp_worker_h, ucs_status_ptr_t>> closing;
-  for (std::size_t w = 0; w < replies.size() && w < workers.size(); ++w) {
-    for (auto& [address, r] : replies[w]) {
-      ucp_request_param_t cp{};  // mode none: a flush close (UCX refuses a forced one)
-      ucs_status_ptr_t req = ucp_ep_close_nbx(r.ep, &cp);
-      if (!UCS_PTR_IS_PTR(req)) continue;
-      try {
-        closing.emplace_back(workers[w].get(), req);
-      } catch (...) {
-        ucp_request_free(req);
-      }
-    }
-    replies[w].clear();
-  }
-  // answers still queued go out with the close; a requester that is gone is not waited for
-  // beyond the deadline (the worker's destruction purges what is left)
-  for (auto [worker, req] : closing) {
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < deadline_ns)
-      ucp_worker_progress(worker);
-    ucp_request_free(req);
-  }
-}
-
-status engine::serve_copy(std::string_view data, std::uint32_t w, std::uint64_t& token) noexcept {
+status engine::run_copy(std::string_view data, std::uint64_t& token) noexcept {
   try {
     const wire::copy_request req = wire::parse_copy_request(data);
     token = req.token;
     if (!runs_host_copies()) return status::not_supported;
-    auto c = std::make_unique<serving::served>();
-    c->token = req.token;
-    c->worker = w;
     std::vector<gpu_item> items;
     items.reserve(req.entries.size());
-    c->keep.reserve(req.entries.size());
-    c->host.reserve(req.entries.size());
-    // held until the copies are listed: a deregistration of the host memory waits for them
-    std::lock_guard sl(serving_->mu);
+    std::vector<std::shared_ptr<ipc_mapping>> keep;
     for (const wire::copy_entry& e : req.entries) {
+      std::shared_ptr<ipc_mapping> m;
       std::pair<std::uintptr_t, std::size_t> region{};
       {
         std::lock_guard lk(copy_mu_);
@@ -166,115 +78,49 @@ status engine::serve_copy(std::string_view data, std::uint32_t w, std::uint64_t&
       x.alloc_len = e.alloc_len;
       // kept open while idle for the next request, until this engine goes (or more than the
       // table's bound are idle; reopened on use)
-      std::shared_ptr<ipc_mapping> m = gpu::open_ipc(x, this);
+      m = gpu::open_ipc(x, this);
       if (!m) return status::not_supported;
-      const gpu::mapped mw = gpu::where(*m);
-      if (mw.size == 0 || e.vram_offset > mw.size || e.len > mw.size - e.vram_offset) {
+      const gpu::mapped w = gpu::where(*m);
+      if (w.size == 0 || e.vram_offset > w.size || e.len > w.size - e.vram_offset) {
         log::warn("UCX: refused a copy request: {} bytes at offset {} of a peer allocation of {}",
-                  e.len, e.vram_offset, mw.size);
+                  e.len, e.vram_offset, w.size);
         return status::invalid_param;
       }
       gpu::pin(region.first, region.second, 0);  // the whole region, once
-      char* vram = mw.base + e.vram_offset;
+      char* vram = w.base + e.vram_offset;
       auto* host = reinterpret_cast<char*>(e.host_addr);
-      items.push_back(req.to_host ? gpu_item{host, vram, e.len, mw.loc.ctx, mw.loc.stream}
-                                  : gpu_item{vram, host, e.len, mw.loc.ctx, mw.loc.stream});
-      c->keep.push_back(std::move(m));
-      c->host.emplace_back(e.host_addr, e.len);
+      items.push_back(req.to_host ? gpu_item{host, vram, e.len, w.loc.ctx, w.loc.stream}
+                                  : gpu_item{vram, host, e.len, w.loc.ctx, w.loc.stream});
+      keep.push_back(std::move(m));
     }
-    // A version 1 request, or no endpoint for the answer: the copies end before this returns.
-    serving::reply_peer* to = req.reply_address.empty()
-                                  ? nullptr
-                                  : serving_->reply_to(workers_[w].get(), w, req.reply_address);
-    serving_->running.reserve(serving_->running.size() + 1);  // no throw once copies run
-    const status st = gpu_issue(items, c->g, to != nullptr);
-    if (st != status::success || c->g.recorded == 0) return st;  // ended (gpu_issue waited)
-    c->to = to;
-    ++to->in_flight;
-    serving_->running.push_back(std::move(c));
-    gpu_pending_.fetch_add(1, std::memory_order_release);
-    if (has_progress_thread()) wake();  // it watches the events while they are pending
-    return status::in_progress;
-  } catch (const nixl::error& ex) {
+    return gpu_copy(items);
+  } catch (const std::exception& ex) {
     log::warn("UCX: dropped a malformed copy request of {} bytes: {}", data.size(), ex.what());
     return status::invalid_param;
-  } catch (const std::exception& ex) {
-    log::error("UCX: serving a copy request: {}", ex.what());
-    return status::backend;
   } catch (...) {
     return status::backend;
   }
-}
-
-namespace {
-
-void answer_copy(ucp_ep_h ep, std::uint64_t token, status st, bool& pending) noexcept {
-  try {
-    auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st));
-    ucs_status_t sent = UCS_OK;
-    pending = send_owned(ep, engine::ack_am_id, buf, sent);
-    warn_ucs(sent, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
-  } catch (...) {
-    log::error("UCX: out of memory answering a copy request");
-  }
-}
-
-}  // namespace
-
-void engine::reap_served(bool all) noexcept {
-  std::array<std::pair<std::unique_ptr<serving::served>, status>, 32> done{};
-  std::size_t n = 0;
-  {
-    std::unique_lock lk(serving_->mu, std::defer_lock);
-    if (all)
-      lk.lock();
-    else if (!lk.try_lock())
-      return;  // another thread reaps, or a request is being served
-    auto& run = serving_->running;
-    for (std::size_t i = 0; i < run.size() && n < done.size();) {
-      if (all) gpu_wait(run[i]->g);
-      const status st = gpu_query(run[i]->g);
-      if (st == status::in_progress) {
-        ++i;
-        continue;
-      }
-      done[n++] = {std::move(run[i]), st};
-      run[i] = std::move(run.back());
-      run.pop_back();
-    }
-  }
-  if (n == 0) return;
-  // answered outside the lock: sending takes the worker's lock, which a thread serving a new
-  // request holds while it waits for serving_->mu
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& [c, st] = done[i];
-    gpu_pending_.fetch_sub(1, std::memory_order_acq_rel);
-    if (st != status::success)
-      log::error("UCX: a copy run for a peer ended with {}", to_string(st));
-    bool pending = false;
-    answer_copy(c->to->ep, c->token, st, pending);
-    if (pending) kick(c->worker);
-  }
-  std::lock_guard lk(serving_->mu);
-  for (std::size_t i = 0; i < n; ++i) --done[i].first->to->in_flight;
 }
 
 ucs_status_t engine::on_copy(void* arg, const void*, std::size_t, void* data, std::size_t len,
                              const ucp_am_recv_param_t* param) noexcept {
-  const auto* wa = static_cast<const worker_arg*>(arg);
-  engine* self = wa->e;
+  auto* self = static_cast<engine*>(arg);
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
     log::warn("UCX: dropped a copy request sent by rendezvous (not from a NIXL UCX agent)");
     return UCS_OK;
   }
   std::uint64_t token = 0;
-  const status st =
-      self->serve_copy(std::string_view(static_cast<const char*>(data), len), wa->w, token);
-  if (st == status::in_progress) return UCS_OK;  // reap_served answers
+  const status st = self->run_copy(std::string_view(static_cast<const char*>(data), len), token);
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 || param->reply_ep == nullptr)
     return UCS_OK;
-  bool pending = false;
-  answer_copy(param->reply_ep, token, st, pending);
+  try {
+    auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st));
+    ucs_status_t sent = UCS_OK;
+    send_owned(param->reply_ep, ack_am_id, buf, sent);
+    warn_ucs(sent, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
+  } catch (...) {
+    log::error("UCX: out of memory answering a copy request");
+  }
   return UCS_OK;
 }
 

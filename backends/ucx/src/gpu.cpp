@@ -358,7 +358,6 @@ void engine::reap_gpu() noexcept {
     }
   }
   for (std::size_t i = 0; i < n; ++i) finish_gpu(done[i].first, done[i].second);
-  reap_served(false);
 }
 
 void engine::finish_gpu(op_slot* s, status st) noexcept {

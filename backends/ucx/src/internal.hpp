@@ -4,17 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
-#include <string_view>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include <nixl/backends/ucx.hpp>
 
@@ -34,43 +28,6 @@ struct local_registry {
     static local_registry r;
     return r;
   }
-};
-
-/// Copies a backend runs for its peers on this host (copy requests, copies.cpp). The driver
-/// copies run on while the worker goes on serving; the answer leaves once their events report
-/// the end, through an endpoint of this backend to the requesting worker (kept for its next
-/// requests): UCX may destroy the endpoint a message came in on once its callback returned.
-struct engine::serving {
-  struct reply_peer {
-    ucp_ep_h ep = nullptr;
-    std::uint32_t in_flight = 0;  ///< served copies that will answer on `ep`
-    std::uint64_t used = 0;       ///< when it last served (a count of copy requests)
-  };
-  struct served {
-    std::uint64_t token = 0;
-    std::uint32_t worker = 0;
-    reply_peer* to = nullptr;
-    gpu_streams g;
-    std::vector<std::shared_ptr<ipc_mapping>> keep;  ///< the peer's VRAM, open until the end
-    std::vector<std::pair<std::uintptr_t, std::size_t>> host;  ///< host ranges it touches
-  };
-  /// Idle reply endpoints beyond this many per worker are closed, least recently used first.
-  static constexpr std::size_t max_replies = 64;
-
-  /// Held from a request's checks until its copies are listed, and while a deregistration
-  /// waits for them (lock order: this, then copy_mu_).
-  std::mutex mu;
-  std::vector<std::unique_ptr<served>> running;
-  std::vector<std::map<std::string, reply_peer, std::less<>>> replies;  ///< per worker
-  std::uint64_t uses = 0;
-
-  /// The endpoint of worker `w` (`worker`) to the requesting worker at `address`, created at
-  /// its first request (called under `mu`, inside the worker's progress); null when UCX
-  /// cannot reach it.
-  reply_peer* reply_to(ucp_worker_h worker, std::uint32_t w, std::string_view address);
-  /// Closes the reply endpoints, waiting for them at most until `deadline_ns` (teardown, no
-  /// other thread left).
-  void close_replies(std::span<worker_handle> workers, std::int64_t deadline_ns) noexcept;
 };
 
 /// UCX's configuration (environment and defaults) with the backend's parameters applied:

@@ -180,7 +180,6 @@ void engine::set_worker_events(std::size_t i, bool on) noexcept {
 }
 
 void engine::progress_all() noexcept {
-  if (gpu_pending()) reap_gpu();  // driver copies, copies run for peers among them
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     note_user_poll(i);  // an application thread drives the workers
     for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) {

@@ -368,8 +368,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.gpu_maps_ = std::move(maps);
   r.copies_ = copies.size();
   r.copy_msg_ = copies.empty() ? std::string()
-                               : detail::wire::encode_copy_request(op == xfer_op::write, copies,
-                                                                   eng_->worker_address(w));
+                               : detail::wire::encode_copy_request(op == xfer_op::write, copies);
   if (!copies.empty())
     log::debug("UCX prepare: {} pair(s) of VRAM here and host memory of '{}' copied by the peer",
                copies.size(), p.state->name);

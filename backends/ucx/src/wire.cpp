@@ -115,10 +115,8 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
 
 // Copy request: version, token, direction, count, then per entry the peer's IPC handle (64),
 // its GPU's UUID (16), the offset in its allocation, the allocation's length, the host address
-// here and the length; from version 2 the requesting worker's UCX address (u32 length, then
-// bytes), where the answer goes. Copy ack: version, token, status.
-std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries,
-                                std::string_view reply_address) {
+// here and the length. Copy ack: version, token, status.
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries) {
   nixl::detail::writer w;
   w.u8(copy_version);
   w.u64(0);
@@ -132,7 +130,6 @@ std::string encode_copy_request(bool to_host, std::span<const copy_entry> entrie
     w.u64(e.host_addr);
     w.u64(e.len);
   }
-  w.bytes(reply_address);
   return w.take();
 }
 
@@ -145,9 +142,8 @@ void set_copy_token(std::string& msg, std::uint64_t token) noexcept {
 
 copy_request parse_copy_request(std::string_view data) {
   nixl::detail::reader in(data, "UCX copy request");
-  const std::uint8_t version = in.u8("version");
-  if (version != 1 && version != copy_version)
-    in.fail("UCX copy request: version {} (this build reads 1 and {})", version, copy_version);
+  if (const auto v = in.u8("version"); v != copy_version)
+    in.fail("UCX copy request: version {} (this build reads {})", v, copy_version);
   copy_request r;
   r.token = in.u64("token");
   const std::uint8_t dir = in.u8("direction");
@@ -171,17 +167,13 @@ copy_request parse_copy_request(std::string_view data) {
     if (e.host_addr == 0 || e.len > ~std::uint64_t{0} - e.host_addr)
       in.fail("UCX copy request: host range [{:#x}, +{}) wraps", e.host_addr, e.len);
   }
-  if (version >= 2) {
-    r.reply_address = std::string(in.bytes("reply address", max_reply_address));
-    if (r.reply_address.empty()) in.fail("UCX copy request: empty reply address");
-  }
   in.finish();
   return r;
 }
 
 std::string encode_copy_ack(std::uint64_t token, status st) {
   nixl::detail::writer w;
-  w.u8(copy_ack_version);
+  w.u8(copy_version);
   w.u64(token);
   w.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(st)));
   return w.take();
@@ -190,7 +182,7 @@ std::string encode_copy_ack(std::uint64_t token, status st) {
 std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept {
   try {
     nixl::detail::reader in(data, "UCX copy ack");
-    if (in.u8("version") != copy_ack_version) return std::nullopt;
+    if (in.u8("version") != copy_version) return std::nullopt;
     const std::uint64_t token = in.u64("token");
     const auto code = static_cast<std::int32_t>(in.u32("status"));
     in.finish();

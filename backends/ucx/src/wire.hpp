@@ -60,14 +60,9 @@ rkey_record parse_rkey(std::span<const std::byte> data);
 /// A copy request: a peer on this host asks the backend to copy between the backend's own
 /// registered host memory and the peer's VRAM (opened here from its CUDA IPC handle), because
 /// CUDA cannot map this process's host memory there. `to_host`: the peer's VRAM -> this
-/// process's host memory (the peer's WRITE), else the other way (its READ). Version 2 adds the
-/// UCX worker address that the answer goes to (the backend answers once the copies end, through
-/// an endpoint of its own: UCX may destroy the endpoint a message arrived on after its callback);
-/// version 1 has none and is answered from the message's callback.
-constexpr std::uint8_t copy_version = 2;
-constexpr std::uint8_t copy_ack_version = 1;
+/// process's host memory (the peer's WRITE), else the other way (its READ).
+constexpr std::uint8_t copy_version = 1;
 constexpr std::uint32_t max_copy_entries = 1u << 20;
-constexpr std::size_t max_reply_address = 64 * 1024;
 struct copy_entry {
   std::array<char, 64> handle{};
   std::array<char, 16> uuid{};
@@ -80,11 +75,9 @@ struct copy_request {
   std::uint64_t token = 0;
   bool to_host = false;
   std::vector<copy_entry> entries;
-  std::string reply_address;  ///< the requesting worker's UCX address (empty: version 1)
 };
 /// Without the token (written at post by `set_copy_token`).
-std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries,
-                                std::string_view reply_address);
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries);
 void set_copy_token(std::string& msg, std::uint64_t token) noexcept;
 /// Throws nixl::error(mismatch) naming the bad field.
 copy_request parse_copy_request(std::string_view data);

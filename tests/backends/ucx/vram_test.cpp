@@ -138,22 +138,6 @@ struct vram_pair {
   }
 };
 
-/// VRAM of this process (GPU 0) registered with an initiator that loaded the metadata of a
-/// peer process whose `size` bytes of host memory are at `ta`.
-struct vram_and_peer_host {
-  peer_process t;
-  cuda_test::gpu_buffer mine;
-  ucx_agent in{"initiator"};
-  std::uintptr_t ta = 0;
-  vram_and_peer_host(std::size_t size, std::vector<std::string> peer_args)
-      : t(NIXL_UCX_PEER_EXE, std::move(peer_args)), mine(size, 0) {
-    in.create_backend<nixl::ucx::backend>();
-    in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
-    REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
-    ta = t.remote_addr();
-  }
-};
-
 }  // namespace
 
 TEST_CASE("ucx vram: registration, metadata and refusal of bad ranges", "[ucx][vram]") {
@@ -447,8 +431,13 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   const std::size_t size = std::size_t{4} << 20;
   std::vector<std::string> args{"target", std::to_string(size)};
   if (shared) args.push_back("--alloc");
-  vram_and_peer_host s(size, args);
-  auto& [t, mine, in, ta] = s;
+  peer_process t(NIXL_UCX_PEER_EXE, args);
+  cuda_test::gpu_buffer mine(size, 0);
+  ucx_agent in("initiator");
+  in.create_backend<nixl::ucx::backend>();
+  in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
+  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
   std::vector<std::uint8_t> pat(size);
   cuda_test::fill(pat, 31);
   mine.upload(pat);
@@ -483,59 +472,6 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   (void)uw.post();
   REQUIRE(wait(uw) == status::success);
   CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
-}
-
-// The peer runs a copy request without holding up its worker: a notification sent after a large
-// copy request reaches the peer's application while that copy still runs, and the copy's answer
-// comes once it ended (the peer's own endpoint to this worker: UCX may destroy the one a message
-// came in on once its callback returned).
-TEST_CASE("ucx vram: the peer serves other messages while a copy it runs for us goes on",
-          "[ucx][vram]") {
-  NEED_UCX_VRAM();
-  const std::size_t size = std::size_t{2} << 30;  // tens of ms of PCIe copy: far beyond a message
-  vram_and_peer_host s(size, {"target", std::to_string(size)});
-  auto& [t, mine, in, ta] = s;
-  std::vector<std::uint8_t> pat(size);
-  cuda_test::fill(pat, 41);
-  mine.upload(pat);
-  // a first small copy: the peer pins its region and opens this GPU memory once
-  auto warm = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, 4096, 0, 0),
-                                blocks(mem_kind::dram, ta, 1, 4096, 0, 0), "target");
-  REQUIRE(warm.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == 1);
-  (void)warm.post();
-  REQUIRE(wait(warm) == status::success);
-
-  auto big =
-      in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
-                        blocks(mem_kind::dram, ta, 1, size, 0, 0), "target", {.notif = "big"});
-  REQUIRE(big.get_if<nixl::ucx::backend>()->backend_state().peer_copies() == 1);
-  const status posted = big.post();
-  REQUIRE((posted == status::in_progress || posted == status::success));
-  in.notify("target", "small");
-  const auto first = ucx_test::target_notifs(t, 1);
-  REQUIRE_FALSE(first.empty());
-  CHECK(first[0].second == "small");
-  // the peer's application has the later message while the copy still runs
-  CHECK(big.status() == status::in_progress);
-  REQUIRE(wait(big) == status::success);
-  const auto then = ucx_test::target_notifs(t, 1);
-  REQUIRE(then.size() == 1);
-  CHECK(then[0].second == "big");
-  CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
-  // and the other way: the peer's memory read into this GPU by the peer's copy
-  REQUIRE(t.ask(fmt::format("FILL 0 {} 43", size)) == "OK");
-  auto back = in.create_request(xfer_op::read, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
-                                blocks(mem_kind::dram, ta, 1, size, 0, 0), "target");
-  (void)back.post();
-  REQUIRE(wait(back) == status::success);
-  const std::size_t probe = std::size_t{1} << 20;
-  for (const std::size_t at : {std::size_t{0}, size / 2, size - probe}) {
-    const auto got = mine.download(at, probe);
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < probe; ++k)
-      bad += got[k] != static_cast<std::uint8_t>(ucx_test::buffer::pattern(at + k, 43));
-    CHECK(bad == 0);
-  }
 }
 
 TEST_CASE("ucx vram: an agent with UCX and CUDA moves VRAM through CUDA, DRAM through UCX",

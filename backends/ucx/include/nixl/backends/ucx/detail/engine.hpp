@@ -180,8 +180,6 @@ class engine {
   bool has_progress_thread() const noexcept { return thread_.joinable(); }
   const std::string& agent_name() const noexcept { return agent_name_; }
   const std::string& connection_info() const noexcept { return conn_info_; }
-  /// Worker `w`'s UCX address (where a peer answers this backend's copy requests).
-  std::string_view worker_address(std::uint32_t w) const noexcept { return addresses_[w]; }
   const config& cfg() const noexcept { return cfg_; }
   peer_state* self() noexcept { return self_; }
 
@@ -433,23 +431,7 @@ class engine {
                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
   static ucs_status_t on_copy_ack(void* arg, const void* header, std::size_t header_len, void* data,
                                   std::size_t len, const ucp_am_recv_param_t* param) noexcept;
-  /// Runs the copy request `data` that worker `w` received. `in_progress`: its driver copies go
-  /// on and `reap_served` answers it once they end; anything else: it ended here, and the
-  /// caller answers with that status.
-  status serve_copy(std::string_view data, std::uint32_t w, std::uint64_t& token) noexcept;
-  /// Answers the copies served for peers whose driver copies ended; with `all`, waits for
-  /// every one first (teardown).
-  void reap_served(bool all) noexcept;
-  /// The argument of worker `w`'s copy request handler.
-  struct worker_arg {
-    engine* e = nullptr;
-    std::uint32_t w = 0;
-  };
-  std::unique_ptr<worker_arg[]> worker_args_;
-  /// Copies this backend runs for its peers and the endpoints their answers leave on
-  /// (internal.hpp).
-  struct serving;
-  std::unique_ptr<serving> serving_;
+  status run_copy(std::string_view data, std::uint64_t& token) noexcept;
 
   config cfg_;
   std::string agent_name_;

@@ -244,11 +244,29 @@ struct without_ptrace_cap {
 TEST_CASE("ucx two processes: a peer whose memory the kernel closes after connecting") {
   peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
   buffer local(target_size);
-  ucx_agent agent("initiator");
-  agent.create_backend<nixl::ucx::backend>();
-  agent.register_memory(local.reg());
-  REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
   const std::uintptr_t ta = t.remote_addr();
+  auto connect = [&](ucx_agent& a) {
+    a.create_backend<nixl::ucx::backend>();
+    a.register_memory(local.reg());
+    REQUIRE(a.load_remote_metadata(t.metadata()) == "target");
+  };
+  {
+    // Asked with the capability: UCX 1.13's shared-memory lane opens the peer's
+    // /proc/<pid>/fd link when the endpoint is made, which fails without it.
+    ucx_agent probe("probe");
+    connect(probe);
+    if (!probe
+             .create_request(xfer_op::write, blocks(local.addr(), 16, 4096, 4096),
+                             blocks(ta, 16, 4096, 8192), "target")
+             .backend_state()
+             .cma_copies())
+      NIXL_SKIP("this UCX has no endpoint query (before 1.14): UCX moves same-host DRAM itself");
+  }
+  // Dropped before the backend starts: its progress thread inherits it, and either thread may
+  // make the cma calls (a post that would block the caller goes to the progress thread).
+  without_ptrace_cap cap;
+  ucx_agent agent("initiator");
+  connect(agent);
   auto write_blocks = [&](int seed, const char* notif) {
     local.fill(seed);
     auto w = agent.create_request(xfer_op::write, blocks(local.addr(), 16, 4096, 4096),
@@ -261,15 +279,6 @@ TEST_CASE("ucx two processes: a peer whose memory the kernel closes after connec
       if (t.ask(sum_cmd(i * 8192, 4096)) != sum_of(local.data() + i * 4096, 4096)) return false;
     return true;
   };
-  if (!agent
-           .create_request(xfer_op::write, blocks(local.addr(), 16, 4096, 4096),
-                           blocks(ta, 16, 4096, 8192), "target")
-           .backend_state()
-           .cma_copies())
-    NIXL_SKIP("this UCX has no endpoint query (before 1.14): UCX moves same-host DRAM itself");
-  // Dropped only now, on this thread, which makes the cma calls (inside post): connecting
-  // needs it on UCX 1.13, whose shared-memory lane opens the peer's /proc/<pid>/fd link.
-  without_ptrace_cap cap;
   REQUIRE(write_blocks(3, "open") == status::success);
   CHECK(landed());
   REQUIRE(target_notifs(t, 1).size() == 1);

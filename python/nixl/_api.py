@@ -610,12 +610,23 @@ class nixl_agent:
         t = -1.0 if timeout is None else float(timeout)
         return self.agent.waitNotifs({}, self._handles(backends), t)
 
+    def peek_xfer_state(self, handle) -> str:
+        """The transfer's state as ``check_xfer_state`` gives it, from what its backend already
+        knows, without driving the transport: for a thread or event loop that wakes on
+        ``event_fd()`` with many transfers in flight and looks at each (``check_xfer_state``
+        would make progress once per transfer, a system call each over TCP). "PROC" while the
+        backend's completion record says so; a backend that cannot be read that way, or a
+        transfer past its stall timeout, gets ``check_xfer_state``'s answer."""
+        status = self.agent.peekXferReq(handle)
+        return _DONE if status == 0 else (_PROC if status == 1 else _ERR)
+
     async def wait_xfer(self, handle, timeout: Optional[float] = None) -> str:
         """Awaits the end of a transfer on the agent's event fd (asyncio); returns its state as
-        ``check_xfer_state`` does, "PROC" when ``timeout`` seconds passed first."""
+        ``check_xfer_state`` does, "PROC" when ``timeout`` seconds passed first. Each wake-up
+        looks with ``peek_xfer_state``: many awaited transfers cost no progress calls."""
 
         def ended():
-            status = self.agent.waitXferReq(handle, 0.0)
+            status = self.agent.peekXferReq(handle)
             return None if status == 1 else (_DONE if status == 0 else _ERR)
 
         state = await self._events.until(ended, timeout)

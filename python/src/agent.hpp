@@ -92,6 +92,8 @@ class py_agent {
   std::shared_ptr<runtime::request> req(std::uintptr_t h) const;
   status post(std::uintptr_t h, const std::string& notif);
   status xfer_status(std::uintptr_t h);
+  /// What the request's backend already knows, without progress (xfer_request::peek).
+  status peek_xfer(std::uintptr_t h);
   /// request::wait without the GIL; a negative `timeout_s` waits without a deadline.
   status wait_xfer(std::uintptr_t h, double timeout_s);
   void release_req(std::uintptr_t h);

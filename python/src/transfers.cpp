@@ -117,6 +117,16 @@ status py_agent::xfer_status(std::uintptr_t h) {
   return check(s, "getXferStatus");
 }
 
+status py_agent::peek_xfer(std::uintptr_t h) {
+  auto r = req(h);
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = r->req.peek();
+  }
+  return check(s, "peekXferReq");
+}
+
 namespace {
 
 /// Seconds from Python as a wait's timeout: negative (None) waits without a deadline.
@@ -331,6 +341,10 @@ void bind_transfers(py::class_<py_agent>& c) {
             return static_cast<int>(a.wait_xfer(h, t));
           },
           py::arg("req"), py::arg("timeout") = -1.0)
+      .def(
+          "peekXferReq",
+          [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.peek_xfer(h)); },
+          py::arg("req"))
       .def("waitNotifs", &py_agent::wait_notifs, py::arg("notif_map"),
            py::arg("backends") = no_backends, py::arg("timeout") = -1.0)
       // Abort notices (docs/error-model.md): nixl-cpp's own, beside NIXL's calls.

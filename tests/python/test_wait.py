@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+import nixl
 from nixl._api import nixl_agent
 
 from conftest import needs_ucx
@@ -103,6 +104,48 @@ def test_asyncio_waits_end_at_their_deadline_and_the_loop_stays_free(pair):
     assert got == {}
     assert 0.2 <= took < 0.2 + SLACK
     assert ticks >= 2  # the wait did not block the event loop
+
+
+@needs_ucx
+def test_many_transfers_awaited_at_once_and_peeked(unique_name, monkeypatch):
+    # Over tcp the puts stay in flight after the post; every await looks with peek_xfer_state.
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    k, n = 16, 256 << 10
+    ini = nixl_agent(unique_name("pini"))
+    tgt = nixl_agent(unique_name("ptgt"))
+    src = np.random.default_rng(5).integers(0, 256, k * n, dtype=np.uint8)
+    dst = np.zeros(k * n, dtype=np.uint8)
+    ini_reg = ini.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    tgt_reg = tgt.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    ini.add_remote_agent(tgt.get_agent_metadata())
+    handles = []
+    for i in range(k):
+        here = ini.get_xfer_descs([(src.ctypes.data + i * n, n, 0)], "DRAM")
+        there = tgt.get_xfer_descs([(dst.ctypes.data + i * n, n, 0)], "DRAM")
+        handles.append(ini.initialize_xfer("WRITE", here, there, tgt.name, f"p{i}".encode()))
+
+    async def main():
+        for h in handles:
+            assert ini.transfer(h) in ("DONE", "PROC")
+        assert all(ini.peek_xfer_state(h) in ("DONE", "PROC") for h in handles)
+        return await asyncio.gather(*(ini.wait_xfer(h, timeout=30.0) for h in handles))
+
+    assert asyncio.run(main()) == ["DONE"] * k
+    assert [ini.peek_xfer_state(h) for h in handles] == ["DONE"] * k
+    assert np.array_equal(src, dst)
+    got = tgt.wait_notifs_blocking(timeout=30.0)
+    deadline = time.monotonic() + 30.0
+    while sum(len(v) for v in got.values()) < k and time.monotonic() < deadline:
+        for name, msgs in tgt.wait_notifs_blocking(timeout=1.0).items():
+            got.setdefault(name, []).extend(msgs)
+    assert sorted(got[ini.name]) == sorted(f"p{i}".encode() for i in range(k))
+    for h in handles:
+        h.release()
+    with pytest.raises(nixl.nixlInvalidParamError):
+        ini.peek_xfer_state(handles[0])  # released: as check_xfer_state
+    ini.deregister_memory(ini_reg)
+    tgt.deregister_memory(tgt_reg)
+    del handles, ini, tgt
 
 
 @needs_ucx

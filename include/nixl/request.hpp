@@ -142,9 +142,7 @@ class request {
     if constexpr (peeking_backend<B>) {
       bool wakes = true;
       if constexpr (waking_backend<B>) wakes = engine_->wakes_waiters();
-      const bool stalled = stall_timeout_.count() > 0 &&
-                           std::chrono::steady_clock::now() - telem_.start >= stall_timeout_;
-      if (wakes && !canceling_ && !stalled) {
+      if (wakes && !canceling_ && !past_stall()) {
         auto g = lock_->shared();
         if (!record_ended()) {
           if constexpr (handing_backend<B>) engine_->hand_back(state_);
@@ -211,7 +209,7 @@ class request {
         auto until = deadline;
         if (stall_timeout_.count() > 0)
           until = std::min(until, std::chrono::time_point_cast<detail::waker::clock::duration>(
-                                      telem_.start + stall_timeout_));
+                                      stall_deadline()));
         const bool ended = waker_->wait_until([&] { return record_ended(); }, until);
         if (ended) return status();
         if (until == deadline) return status_;
@@ -290,11 +288,21 @@ class request {
       tsink_->error(status_);
   }
 
+  /// When a request still in progress counts as stalled (with a stall timeout): its post's time
+  /// plus the timeout. peek(), wait() and check_stall() all go by it.
+  std::chrono::steady_clock::time_point stall_deadline() const noexcept {
+    return telem_.start + stall_timeout_;
+  }
+  /// Past the stall deadline now; false without a stall timeout.
+  bool past_stall() const noexcept {
+    return stall_timeout_.count() > 0 && std::chrono::steady_clock::now() > stall_deadline();
+  }
+
   /// The stall check of status(), with the backend in progress: past the deadline, cancels
   /// through the backend's release and reports `xfer_stalled` when the backend has let go.
   void check_stall() noexcept {
     const auto now = std::chrono::steady_clock::now();
-    if (now - telem_.start <= stall_timeout_) return;
+    if (now <= stall_deadline()) return;
     // Release cancels what the backend can; repost_active: something still runs that it
     // could not take back yet, so the request stays in progress and the next poll asks again.
     canceling_ = true;

@@ -97,37 +97,18 @@ std::shared_ptr<runtime::request> py_agent::req(std::uintptr_t h) const {
   return rt_.request_at(reinterpret_cast<const void*>(h));
 }
 
-status py_agent::post(std::uintptr_t h, const std::string& notif) {
-  auto r = req(h);
-  status s;
-  {
-    py::gil_scoped_release rel;
-    s = notif.empty() ? r->req.post() : r->req.post(notif_arg{notif});
-  }
-  return check(s, "postXferReq");
-}
-
-status py_agent::xfer_status(std::uintptr_t h) {
-  auto r = req(h);
-  status s;
-  {
-    py::gil_scoped_release rel;
-    s = r->req.status();
-  }
-  return check(s, "getXferStatus");
-}
-
-status py_agent::peek_xfer(std::uintptr_t h) {
-  auto r = req(h);
-  status s;
-  {
-    py::gil_scoped_release rel;
-    s = r->req.peek();
-  }
-  return check(s, "peekXferReq");
-}
-
 namespace {
+
+/// Runs `f` (a call on the request) without the GIL; a status below zero raises as `call`'s.
+template <class F>
+status on_request(const std::shared_ptr<runtime::request>& r, std::string_view call, F&& f) {
+  status s;
+  {
+    py::gil_scoped_release rel;
+    s = f(r->req);
+  }
+  return check(s, call);
+}
 
 /// Seconds from Python as a wait's timeout: negative (None) waits without a deadline.
 std::chrono::nanoseconds timeout_of(double seconds) {
@@ -138,15 +119,22 @@ std::chrono::nanoseconds timeout_of(double seconds) {
 
 }  // namespace
 
+status py_agent::post(std::uintptr_t h, const std::string& notif) {
+  return on_request(req(h), "postXferReq",
+                    [&](auto& q) { return notif.empty() ? q.post() : q.post(notif_arg{notif}); });
+}
+
+status py_agent::xfer_status(std::uintptr_t h) {
+  return on_request(req(h), "getXferStatus", [](auto& q) { return q.status(); });
+}
+
+status py_agent::peek_xfer(std::uintptr_t h) {
+  return on_request(req(h), "peekXferReq", [](auto& q) { return q.peek(); });
+}
+
 status py_agent::wait_xfer(std::uintptr_t h, double timeout_s) {
   const auto t = timeout_of(timeout_s);
-  auto r = req(h);
-  status s;
-  {
-    py::gil_scoped_release rel;
-    s = r->req.wait(t);
-  }
-  return check(s, "waitXferReq");
+  return on_request(req(h), "waitXferReq", [t](auto& q) { return q.wait(t); });
 }
 
 void py_agent::release_req(std::uintptr_t h) {

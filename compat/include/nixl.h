@@ -100,6 +100,10 @@ class nixlAgent {
   /// nixl-cpp's own (docs/waiting.md): sleeps until the request ends, then answers what
   /// getXferStatus would; NIXL_IN_PROG when `timeout` passed first.
   nixl_status_t waitXferReq(nixlXferReqH* req_hndl, std::chrono::microseconds timeout) const;
+  /// nixl-cpp's own (docs/waiting.md): what getXferStatus would answer, read from what the
+  /// backend already knows without driving the transport (NIXL_IN_PROG while its completion
+  /// record says so): for a thread that sleeps on getEventFd with many requests in flight.
+  nixl_status_t peekXferReq(nixlXferReqH* req_hndl) const;
   /// The GPU device API is not part of this build: NIXL_ERR_NOT_SUPPORTED.
   nixl_status_t prepMemView(const nixl_remote_dlist_t& dlist, nixlMemViewH& mvh,
                             const nixl_opt_args_t* extra_params = nullptr) const;

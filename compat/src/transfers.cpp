@@ -178,6 +178,12 @@ nixl_status_t nixlAgent::waitXferReq(nixlXferReqH* req_hndl,
   return to_nixl(req_hndl->req.wait(std::max(timeout, std::chrono::microseconds(0))));
 }
 
+nixl_status_t nixlAgent::peekXferReq(nixlXferReqH* req_hndl) const {
+  if (!ours(*data, req_hndl)) [[unlikely]]
+    return NIXL_ERR_INVALID_PARAM;
+  return to_nixl(req_hndl->req.peek());
+}
+
 nixl_status_t nixlAgent::getXferTelemetry(const nixlXferReqH* req_hndl,
                                           nixl_xfer_telem_t& telemetry) const {
   if (!ours(*data, req_hndl)) return NIXL_ERR_INVALID_PARAM;

@@ -425,9 +425,13 @@ static void test_agents(void) {
             NIXL_CAPI_SUCCESS);
     const nixl_capi_status_t ps = nixl_capi_post_xfer_req(ini, w, NULL);
     CHECK((ps == NIXL_CAPI_SUCCESS || ps == NIXL_CAPI_IN_PROG));
+    const nixl_capi_status_t pk = nixl_capi_peek_xfer(ini, w);
+    CHECK((pk == NIXL_CAPI_SUCCESS || pk == NIXL_CAPI_IN_PROG));
     CHECK(nixl_capi_wait_xfer(ini, w, 10 * 1000 * 1000) == NIXL_CAPI_SUCCESS);
+    CHECK(nixl_capi_peek_xfer(ini, w) == NIXL_CAPI_SUCCESS);
     CHECK(holds(dst, N, 7));
     CHECK(nixl_capi_wait_xfer(NULL, w, 0) == NIXL_CAPI_ERROR_INVALID_PARAM);
+    CHECK(nixl_capi_peek_xfer(ini, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
     REQUIRE(nixl_capi_release_xfer_req(ini, w) == NIXL_CAPI_SUCCESS);
     CHECK(nixl_capi_destroy_xfer_req(w) == NIXL_CAPI_SUCCESS);
   }

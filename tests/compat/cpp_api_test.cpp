@@ -292,7 +292,10 @@ TEST_CASE("compat: waitXferReq, waitNotifs and the event fd (nixl-cpp's own)", "
                             &args) == NIXL_SUCCESS);
   const nixl_status_t posted = p.a.postXferReq(req);
   REQUIRE((posted == NIXL_SUCCESS || posted == NIXL_IN_PROG));
+  const nixl_status_t peeked = p.a.peekXferReq(req);
+  CHECK((peeked == NIXL_SUCCESS || peeked == NIXL_IN_PROG));
   CHECK(p.a.waitXferReq(req, std::chrono::seconds(10)) == NIXL_SUCCESS);
+  CHECK(p.a.peekXferReq(req) == NIXL_SUCCESS);
   CHECK(p.a.getXferStatus(req) == NIXL_SUCCESS);
   // the notification arrives after the data: the wait ends with it
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -301,6 +304,7 @@ TEST_CASE("compat: waitXferReq, waitNotifs and the event fd (nixl-cpp's own)", "
   REQUIRE(notifs["initiator"] == std::vector<std::string>{"waited"});
   CHECK(dst.holds(3));
   CHECK(p.a.waitXferReq(nullptr, std::chrono::seconds(0)) == NIXL_ERR_INVALID_PARAM);
+  CHECK(p.a.peekXferReq(nullptr) == NIXL_ERR_INVALID_PARAM);
   CHECK(p.a.releaseXferReq(req) == NIXL_SUCCESS);
 }
 

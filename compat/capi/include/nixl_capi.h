@@ -236,6 +236,9 @@ nixl_capi_status_t nixl_capi_destroy_xfer_req(nixl_capi_xfer_req_t req_hndl);
  * nixl_capi_get_xfer_status would, or NIXL_CAPI_IN_PROG once timeout_us passed. */
 nixl_capi_status_t nixl_capi_wait_xfer(nixl_capi_agent_t agent, nixl_capi_xfer_req_t req_hndl,
                                        int64_t timeout_us);
+/* nixl-cpp's own (docs/waiting.md): what nixl_capi_get_xfer_status would answer, from what the
+ * backend already knows, without driving the transport (NIXL_CAPI_IN_PROG while in flight). */
+nixl_capi_status_t nixl_capi_peek_xfer(nixl_capi_agent_t agent, nixl_capi_xfer_req_t req_hndl);
 nixl_capi_status_t nixl_capi_get_xfer_telemetry(nixl_capi_agent_t agent,
                                                 nixl_capi_xfer_req_t req_hndl,
                                                 nixl_capi_xfer_telemetry_t telemetry);

@@ -703,30 +703,46 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_estimate_xfer_cost(
   });
 }
 
+namespace {
+
+/// The hot calls on a request: `call(agent, request)` answered as success, in progress or a
+/// failure; a null agent or request is `bad`.
+template <class Call>
+nixl_capi_status_t on_request(nixl_capi_agent_t agent, nixl_capi_xfer_req_t req_hndl, Call call) {
+  if (agent == nullptr || req_hndl == nullptr) [[unlikely]]
+    return bad;
+  const nixl_status_t s = call(*agent->inner, req_hndl->inner);
+  return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
+}
+
+}  // namespace
+
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_post_xfer_req(nixl_capi_agent_t agent,
                                                             nixl_capi_xfer_req_t req_hndl,
                                                             nixl_capi_opt_args_t opt_args) {
-  if (agent == nullptr || req_hndl == nullptr) [[unlikely]]
-    return bad;
-  const auto s = agent->inner->postXferReq(req_hndl->inner, opt(opt_args));
-  return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
+  return on_request(agent, req_hndl, [&](const nixlAgent& a, nixlXferReqH* r) {
+    return a.postXferReq(r, opt(opt_args));
+  });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_xfer_status(nixl_capi_agent_t agent,
                                                               nixl_capi_xfer_req_t req_hndl) {
-  if (agent == nullptr || req_hndl == nullptr) [[unlikely]]
-    return bad;
-  const auto s = agent->inner->getXferStatus(req_hndl->inner);
-  return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
+  return on_request(agent, req_hndl,
+                    [](const nixlAgent& a, nixlXferReqH* r) { return a.getXferStatus(r); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_wait_xfer(nixl_capi_agent_t agent,
                                                         nixl_capi_xfer_req_t req_hndl,
                                                         int64_t timeout_us) {
-  if (agent == nullptr || req_hndl == nullptr) [[unlikely]]
-    return bad;
-  const auto s = agent->inner->waitXferReq(req_hndl->inner, std::chrono::microseconds(timeout_us));
-  return s == NIXL_SUCCESS ? ok : s == NIXL_IN_PROG ? NIXL_CAPI_IN_PROG : failed;
+  return on_request(agent, req_hndl, [timeout_us](const nixlAgent& a, nixlXferReqH* r) {
+    return a.waitXferReq(r, std::chrono::microseconds(timeout_us));
+  });
+}
+
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_peek_xfer(nixl_capi_agent_t agent,
+                                                        nixl_capi_xfer_req_t req_hndl) {
+  return on_request(agent, req_hndl,
+                    [](const nixlAgent& a, nixlXferReqH* r) { return a.peekXferReq(r); });
 }
 
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_query_xfer_backend(nixl_capi_agent_t agent,

@@ -41,15 +41,24 @@ ucs_log_func_rc_t ucx_log_line(const char* file, unsigned line, const char* /*fu
   char buf[2048];
   const int n = std::vsnprintf(buf, sizeof buf, format, ap);
   if (n < 0) return UCS_LOG_FUNC_RC_CONTINUE;
-  const log::level ours = level <= UCS_LOG_LEVEL_ERROR   ? log::level::error
-                          : level == UCS_LOG_LEVEL_WARN  ? log::level::warn
-                          : level <= UCS_LOG_LEVEL_INFO  ? log::level::info
-                          : level == UCS_LOG_LEVEL_DEBUG ? log::level::debug
-                                                         : log::level::trace;
+  log::level ours = level <= UCS_LOG_LEVEL_ERROR   ? log::level::error
+                    : level == UCS_LOG_LEVEL_WARN  ? log::level::warn
+                    : level <= UCS_LOG_LEVEL_INFO  ? log::level::info
+                    : level == UCS_LOG_LEVEL_DEBUG ? log::level::debug
+                                                   : log::level::trace;
   // the file's name without its folders: a suffix of UCX's __FILE__, so still a C string
   std::string_view name = file != nullptr ? file : "ucx";
   name.remove_prefix(name.find_last_of('/') + 1);
   std::string_view rest(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+  // A flush that failed because its peer went away (an endpoint closed to an agent that left,
+  // over TCP at every normal teardown) is reported by the backend itself: the peer-gone line
+  // and the status of each request it ends. UCX's own line says it again: a debug line of
+  // ours, which NIXL_LOG_LEVEL filters.
+  if (ours < log::level::debug && name == "flush.c" &&
+      rest.find("error during flush") != std::string_view::npos) {
+    ours = log::level::debug;
+    if (!log::enabled(ours)) return UCS_LOG_FUNC_RC_STOP;
+  }
   while (!rest.empty()) {  // one line of ours per line of UCX's message
     const std::size_t end = rest.find('\n');
     const std::string_view one = rest.substr(0, end);

@@ -109,7 +109,10 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
 
 void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
   auto* p = static_cast<peer_state*>(arg);
-  p->owner->mark_failed(p, ucs_status_string(st));
+  // An agent of this process marks itself gone before it closes its endpoints: the reset that
+  // a TCP lane then reports here is its teardown, not a failure.
+  const bool torn_down = p->local_alive && !p->local_alive->load(std::memory_order_acquire);
+  p->owner->mark_failed(p, torn_down ? backend_destroyed : ucs_status_string(st));
 }
 
 ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, std::size_t len,

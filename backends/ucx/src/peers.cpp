@@ -98,7 +98,10 @@ void engine::probe(peer_state* p) noexcept {
 }
 
 void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
-  // A peer whose backend was destroyed left normally (a teardown): no warning.
+  // A peer whose backend was destroyed left normally (a teardown): no warning. An agent of
+  // this process marks itself gone before it closes its endpoints, so whatever failure that
+  // close causes here (a TCP lane's reset) is its teardown too.
+  if (p->local_alive && !p->local_alive->load(std::memory_order_acquire)) why = backend_destroyed;
   const auto lv = why == backend_destroyed ? log::level::info : log::level::warn;
   if (!p->failed.exchange(true, std::memory_order_acq_rel))
     log::write(lv, "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
@@ -109,10 +112,7 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
 
 void engine::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) noexcept {
   auto* p = static_cast<peer_state*>(arg);
-  // An agent of this process marks itself gone before it closes its endpoints: the reset that
-  // a TCP lane then reports here is its teardown, not a failure.
-  const bool torn_down = p->local_alive && !p->local_alive->load(std::memory_order_acquire);
-  p->owner->mark_failed(p, torn_down ? backend_destroyed : ucs_status_string(st));
+  p->owner->mark_failed(p, ucs_status_string(st));
 }
 
 ucs_status_t engine::on_notif(void* arg, const void*, std::size_t, void* data, std::size_t len,

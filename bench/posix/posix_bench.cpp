@@ -1,5 +1,6 @@
 // Read and write bandwidth of the POSIX backend through nixl::agent, one request per pass over
-// the file, one descriptor per block. Prints one JSON object per (operation, block size).
+// the file, one descriptor per block, and the time to make such a request (`make_us`: the median
+// of --makes requests made and released). Prints one JSON object per (operation, block size).
 //
 //   nixl_posix_bench --file /path/f --size 1G --bs 4K,1M,16M --op read,write \
 //                    --engine URING --iodepth 64 [--direct] [--loops 3]
@@ -8,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +65,7 @@ struct options {
   bool direct = false;
   unsigned loops = 3;
   unsigned threads = 4;
+  unsigned makes = 9;
 };
 
 options parse(int argc, char** argv) {
@@ -81,6 +84,8 @@ options parse(int argc, char** argv) {
   app.add_option("--threads", o.threads, "worker threads of the POSIX engine")
       ->capture_default_str();
   app.add_option("--loops", o.loops, "passes per point")->capture_default_str();
+  app.add_option("--makes", o.makes, "requests made and released per point, to time making one")
+      ->capture_default_str();
   app.add_flag("--direct", o.direct, "open the file with O_DIRECT");
   app.add_flag("--spin", g_spin, "poll without yielding between status calls");
   try {
@@ -169,6 +174,17 @@ int main(int argc, char** argv) {
       }
       nixl::xfer_options xo;
       xo.skip_merge = true;  // one operation per block, as fio issues them
+      // Making a request of n descriptors: the median of `makes` (made, then released).
+      std::vector<double> made;
+      for (unsigned k = 0; k < o.makes; ++k) {
+        const auto a = std::chrono::steady_clock::now();
+        { auto tmp = ag.create_request(op, m, f, ag.name(), xo); }
+        made.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a)
+                .count());
+      }
+      std::sort(made.begin(), made.end());
+      const double make_us = made.empty() ? 0.0 : made[made.size() / 2];
       auto r = ag.create_request(op, m, f, ag.name(), xo);
       if (run(r) != nixl::status::success) {  // warm-up pass
         std::fprintf(stderr, "transfer failed\n");
@@ -184,8 +200,10 @@ int main(int argc, char** argv) {
       double bytes = static_cast<double>(n * bs) * o.loops;
       fmt::print(
           "{{\"tool\": \"nixl\", \"engine\": \"{}\", \"op\": \"{}\", \"bs\": {}, \"size\": {}, "
-          "\"iodepth\": {}, \"direct\": {}, \"seconds\": {:.4f}, \"gbps\": {:.3f}}}\n",
-          be.engine_name(), opname, bs, n * bs, o.iodepth, o.direct ? 1 : 0, s, bytes / s / 1e9);
+          "\"iodepth\": {}, \"direct\": {}, \"seconds\": {:.4f}, \"gbps\": {:.3f}, "
+          "\"descriptors\": {}, \"make_us\": {:.1f}}}\n",
+          be.engine_name(), opname, bs, n * bs, o.iodepth, o.direct ? 1 : 0, s, bytes / s / 1e9, n,
+          make_us);
       std::fflush(stdout);
     }
   }

@@ -35,7 +35,7 @@ py::tuple to_tuple(const desc& d);
 std::size_t checked_index(long long i, std::size_t n);
 
 /// Descriptor indices (large lists reuse freed blocks: nixl/detail/recycled.hpp).
-using index_vector = std::vector<int, nixl::detail::recycling_allocator<int>>;
+using index_vector = nixl::detail::recycled_vector<int>;
 /// Descriptor indices from a list of ints or a 1-D integer array; `which` ("local", "remote")
 /// names them in errors.
 index_vector indices(py::handle o, const char* which);

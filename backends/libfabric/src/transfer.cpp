@@ -303,7 +303,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
     max_msg = std::min(max_msg, std::max<std::size_t>(eng_->rail_at(i).max_msg, 4096));
   const std::size_t threshold = eng_->cfg().stripe_threshold;
 
-  std::vector<detail::chunk> chunks;
+  nixl::detail::recycled_vector<detail::chunk> chunks;
   chunks.reserve(local.size());
   auto add = [&](const bound_desc<region>& l, const bound_desc<remote_region>& m, std::size_t off,
                  std::size_t len, std::uint32_t rail) {

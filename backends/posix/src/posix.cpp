@@ -109,7 +109,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   if (req.batch.state.busy())
     raise(status::repost_active, "POSIX prepare: the request is still in flight; release it first");
 
-  std::vector<detail::io_op> ops;
+  nixl::detail::recycled_vector<detail::io_op> ops;
   ops.reserve(local.size());
   std::optional<bool> write;
   for (std::size_t i = 0; i < local.size(); ++i) {

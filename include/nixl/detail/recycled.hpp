@@ -5,7 +5,7 @@
 /// written. A request of 65,536 descriptors builds about 7 MiB of such temporaries; on a virtual
 /// machine the faults were 95% of make_request's time (docs/performance.md). `block_cache` keeps
 /// a few freed blocks of 64 KiB and more for the next call of about that size, bounded in count
-/// and bytes; `recycling_allocator` puts a `std::vector` on it.
+/// and bytes; `recycling_allocator` puts a `std::vector` on it (`recycled_vector`).
 
 #include <array>
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace nixl::detail {
 
@@ -117,5 +118,10 @@ struct recycling_allocator {
     return true;
   }
 };
+
+/// A vector whose large buffers come from the block cache: a request's per-descriptor arrays
+/// (its operations, chunks, indices), built afresh for every request of about the same size.
+template <class T>
+using recycled_vector = std::vector<T, recycling_allocator<T>>;
 
 }  // namespace nixl::detail

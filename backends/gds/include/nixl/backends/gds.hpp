@@ -46,12 +46,12 @@ class backend : public detail::file_backend<backend> {
 
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
-    detail::plan plan;                       // the chunks for the batch API
-    std::vector<detail::chunk> sync;         // DRAM chunks moved synchronously in post()
-    std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
-    std::size_t next = 0;                    // first chunk not submitted yet
-    std::size_t done = 0;                    // chunks complete
-    nixl::detail::completion state;          // idle, busy, or done with its status
+    detail::plan plan;                                  // the chunks for the batch API
+    nixl::detail::recycled_vector<detail::chunk> sync;  // DRAM chunks moved synchronously in post()
+    std::vector<detail::batch_slot*> slots;             // capacity reserved at prepare
+    std::size_t next = 0;                               // first chunk not submitted yet
+    std::size_t done = 0;                               // chunks complete
+    nixl::detail::completion state;                     // idle, busy, or done with its status
   };
 
   /// Loads cuFile, opens its driver and sets up the batch pool. Throws `nixl::error(backend)`

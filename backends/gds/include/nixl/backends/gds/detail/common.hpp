@@ -19,6 +19,7 @@
 
 #include <nixl/backends/gds/detail/cufile.hpp>
 #include <nixl/detail/file_region.hpp>
+#include <nixl/detail/recycled.hpp>
 #include <nixl/memory.hpp>
 #include <nixl/status.hpp>
 
@@ -66,7 +67,7 @@ struct chunk {
 
 /// A request cut into chunks, all in one direction.
 struct plan {
-  std::vector<chunk> chunks;
+  nixl::detail::recycled_vector<chunk> chunks;
   bool write = false;
 };
 

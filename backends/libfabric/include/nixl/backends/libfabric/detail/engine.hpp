@@ -29,6 +29,7 @@
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/notif_inbox.hpp>
+#include <nixl/detail/recycled.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
 #include <nixl/memory.hpp>
@@ -100,8 +101,8 @@ struct op_slot : nixl::detail::completion {
   /// and the slot ends with `end` once that is sent.
   bool abort = false;
   status end = status::success;
-  std::vector<chunk> chunks;
-  std::vector<op_ctx> ctxs;  ///< one per chunk
+  nixl::detail::recycled_vector<chunk> chunks;
+  nixl::detail::recycled_vector<op_ctx> ctxs;  ///< one per chunk
   op_ctx notif_ctx;
   std::string notif;  ///< the message, capacity reused
   peer_state* peer = nullptr;

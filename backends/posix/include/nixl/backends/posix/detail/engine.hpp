@@ -17,6 +17,7 @@
 
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/enum_names.hpp>
+#include <nixl/detail/recycled.hpp>
 #include <nixl/detail/status.hpp>
 #include <nixl/detail/waker.hpp>
 
@@ -52,7 +53,7 @@ inline constexpr int eof_error = -1;
 /// `ops`/`write` belong to the engine while the batch is running; `state` (busy while running,
 /// then done with `success` or `backend`) is readable without the engine lock.
 struct io_batch {
-  std::vector<io_op> ops;
+  nixl::detail::recycled_vector<io_op> ops;
   bool write = false;
 
   std::size_t next = 0;      // next operation to submit

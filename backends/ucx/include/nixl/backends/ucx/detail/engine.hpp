@@ -55,7 +55,7 @@ struct xfer_item {
   ucp_mem_h memh = nullptr;
 };
 /// A request's operations: large lists reuse freed blocks (recycled.hpp).
-using item_vector = std::vector<xfer_item, nixl::detail::recycling_allocator<xfer_item>>;
+using item_vector = nixl::detail::recycled_vector<xfer_item>;
 
 /// A run of a request's descriptors on one endpoint: what one flush covers.
 struct op_run {

@@ -24,7 +24,9 @@
 #   hostdev UCX DRAM <-> VRAM, one and two processes, 1 .. 256 MiB, against cudaMemcpyAsync
 #           (scripts/gpu-ucx-hostdev.sh)
 #
-# Environment: NIXL_BENCH, NIXLBENCH_DIR (NIXL's packed nixlbench), NIXL_PYTHONPATH (the Python
+# Environment: NIXL_BENCH, NIXLBENCH_DIR (NIXL's packed nixlbench), NIXL_UCX (the UCX NIXL runs
+# over: default the one nixl-bench loads, through nixl-on-ucx.sh; "packed": NIXL's own
+# 1.13.1; or a prefix), NIXL_PYTHONPATH (the Python
 # module's build folder, default build/ci/python), COPY_PATHS (nixl-copy-paths), ROWS (a comma
 # list of the rows above, default all of the machine's), FIRST_ROUND (default 1: rounds from
 # FIRST_ROUND to ROUNDS run; the table covers every round in OUTDIR). OUTDIR/<round>/ keeps every log;
@@ -53,6 +55,15 @@ else
   bench=${NIXL_BENCH:-$root/build/ci/bench/nixl-bench/nixl-bench}
 fi
 peer=${NIXLBENCH_DIR:-$root/../shared/peers/nixl-1.4}
+# NIXL runs over the UCX that nixl-bench loads (nixl-on-ucx.sh), so that both are measured over
+# the same transport; NIXL_UCX=packed keeps the packed NIXL's own UCX (Debian's 1.13.1), and
+# NIXL_UCX=PREFIX names another UCX.
+nixl_ucx=${NIXL_UCX:-$(ldd "$bench" 2>/dev/null | awk '/libucp\.so/ && $3 ~ /^\// {print $3; exit}')}
+if [[ -n $nixl_ucx && $nixl_ucx != packed ]]; then
+  [[ -f $nixl_ucx ]] && nixl_ucx=$(dirname "$(dirname "$(readlink -f "$nixl_ucx")")")
+  "$root/bench/nixl-bench/nixl-on-ucx.sh" "$out/nixl-peer" "$nixl_ucx" "$peer" >"$out/nixl-peer.txt" 2>&1 &&
+    peer=$out/nixl-peer
+fi
 pypath=${NIXL_PYTHONPATH:-$root/build/ci/python}
 copy_paths=${COPY_PATHS:-$(dirname "$bench")/nixl-copy-paths}
 want() { [[ ,$rows, == *,$1,* ]]; }
@@ -77,6 +88,8 @@ echo "compare.sh: $(nproc) cores, $(uname -r),$(grep -m1 'model name' /proc/cpui
 rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')
 [[ -n $(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]] && rev="$rev with uncommitted changes"
 echo "nixl-bench: $bench ($rev)" |
+  tee -a "$out/machine.txt"
+echo "NIXL: $peer ($(cat "$out/nixl-peer.txt" 2>/dev/null || echo "its packed UCX"))" |
   tee -a "$out/machine.txt"
 for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
   d=$out/$r

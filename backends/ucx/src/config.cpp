@@ -27,6 +27,8 @@ bool who_copies(std::string_view key, std::string_view value, std::string_view o
   raise(status::invalid_param, "UCX parameter {}='{}': use {} or ucx", key, value, ours);
 }
 
+// `KEY=VALUE,KEY=VALUE`; an item without `=` continues the value before it, so that UCX's list
+// values read as written: `TLS=posix,self,RNDV_THRESH=inf` is TLS=posix,self and RNDV_THRESH=inf.
 std::vector<std::pair<std::string, std::string>> parse_engine_config(std::string_view s) {
   std::vector<std::pair<std::string, std::string>> out;
   while (!s.empty()) {
@@ -35,10 +37,14 @@ std::vector<std::pair<std::string, std::string>> parse_engine_config(std::string
     s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
     if (item.empty()) continue;
     const auto eq = item.find('=');
+    if (eq == std::string_view::npos && !out.empty()) {
+      out.back().second.append(",").append(item);
+      continue;
+    }
     if (eq == std::string_view::npos || eq == 0)
       raise(status::invalid_param,
             "UCX parameter engine_config: item '{}' is not KEY=VALUE; write e.g. "
-            "engine_config=TLS=sm,RNDV_THRESH=inf",
+            "engine_config=TLS=posix,self,RNDV_THRESH=inf",
             item);
     std::string_view key = item.substr(0, eq);
     if (key.substr(0, 4) == "UCX_") key.remove_prefix(4);

@@ -168,6 +168,24 @@ TEST_CASE("ucx config parses NIXL's parameters") {
     CHECK(errout[nl == std::string::npos ? 0 : nl + 1] == 'E');  // a line of ours, at error level
     CHECK(errout.find('\n', at) != std::string::npos);           // and a whole one
   }
+  // A list value is written as UCX takes it: the items after TLS= that hold no '=' are its
+  // value, so TLS=posix,self is accepted and the RNDV_THRESH after it is still read (and here
+  // refused, by name).
+  CHECK_NOTHROW(backend(backend::config::from_params({{"engine_config", "TLS=posix,self"}}),
+                        ctx("tls-list")));
+  err.reset();
+  (void)capture_stdio([&] {
+    try {
+      backend b(
+          backend::config::from_params({{"engine_config", "TLS=posix,self,UCX_RNDV_THRESH=lots"}}),
+          ctx("tls-list-bad"));
+    } catch (const nixl::error& e) {
+      err = e;
+    }
+  });
+  REQUIRE(err.has_value());
+  CHECK(std::string(err->what()).find("RNDV_THRESH=lots") != std::string::npos);
+  CHECK(std::string(err->what()).find("self") == std::string::npos);
 }
 
 TEST_CASE("ucx registration refuses what it cannot move") {

@@ -28,6 +28,32 @@ namespace detail {
 
 namespace {
 
+// Whether the context's transports are TCP alone (with `self`): what UCX_TLS=tcp gives. Read
+// from UCX's own listing of the context's resources ("... -- tcp/lo"); a listing this does not
+// recognise reads as "not only TCP", which keeps the default endpoint settings.
+bool tcp_only(ucp_context_h ctx) noexcept {
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* f = ::open_memstream(&text, &size);
+  if (f == nullptr) return false;
+  ucp_context_print_info(ctx, f);
+  std::fclose(f);
+  const std::string info(text != nullptr ? text : "", size);
+  std::free(text);
+  bool tcp = false;
+  for (std::size_t at = info.find("-- "); at != std::string::npos; at = info.find("-- ", at)) {
+    at += 3;
+    const std::size_t slash = info.find('/', at);
+    if (slash == std::string::npos || info.find('\n', at) < slash) return false;
+    const std::string_view tl(info.data() + at, slash - at);
+    if (tl == "tcp")
+      tcp = true;
+    else if (tl != "self")
+      return false;
+  }
+  return tcp;
+}
+
 // UCX prints its own log lines (WARN and ERROR by default: a flush to a peer that died, a bad
 // UCX_* variable) to stdout unless UCX_LOG_FILE names a file. A program's stdout is its own:
 // those lines go to stderr instead, as the library's own do (nixl/log.hpp: one whole line
@@ -162,6 +188,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
   ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (ucp_context_query(ctx_.get(), &ca) == UCS_OK)
     cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+  tcp_only_ = tcp_only(ctx_.get());
 
   watch_ = std::make_unique<worker_watch[]>(cfg_.num_workers);
   for (std::size_t i = 0; i < cfg_.num_workers; ++i) {

@@ -176,6 +176,17 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   // Data endpoints in UCX mode `peer` only when asked for (`ucx_peer`); NIXL's `peer` keeps
   // them in mode `none` and sees a failure through a watch (below).
   p->ucx_peer_mode = cfg_.error_handling == error_mode::ucx_peer;
+  // Two agents of one process joined by TCP alone: with mode-none endpoints UCX 1.22's TCP
+  // receive path crashed (a put received into a released buffer, uct_tcp_ep_progress_put_rx)
+  // in about one run in five of tests/python/test_wait.py's 16 transfers with notifications;
+  // with UCX's peer mode on those endpoints it did not (docs/ucx.md).
+  if (same_process && tcp_only_ && !p->ucx_peer_mode) {
+    log::info(
+        "UCX: '{}' is an agent of this process reached over TCP alone: its endpoints use "
+        "UCX's peer error mode",
+        name);
+    p->ucx_peer_mode = true;
+  }
   const bool watch = cfg_.error_handling == error_mode::peer && !same_host;
   // Another agent of this process: watch its backend.
   if (same_process && cfg_.error_handling != error_mode::none) {

@@ -444,6 +444,7 @@ class engine {
   std::vector<std::string> addresses_;
   std::string conn_info_;
   bool cuda_ = false;
+  bool tcp_only_ = false;  ///< the context's transports are TCP alone (UCX_TLS=tcp)
 
   // this process, for choosing same-host paths and the liveness watch of peers
   nixl::detail::host_identity id_;

@@ -27,6 +27,7 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/cuda.hpp>
 
+#include "bench_common.hpp"
 #include "kernels.hpp"
 
 namespace {
@@ -76,11 +77,7 @@ std::pair<double, double> put_and_copy(void* l, void* r, const void* src, void* 
     copy.push_back(static_cast<double>(n) / db::copy_us(src, ref, n, blocks) / 1e3);
   }
   db::set_min_ms(whole);
-  const auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(put), median(copy)};
+  return {nixl_bench::median(put), nixl_bench::median(copy)};
 }
 
 nixl::xfer_dlist blocks_of(std::uintptr_t base, std::size_t count, std::size_t len) {

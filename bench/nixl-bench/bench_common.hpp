@@ -116,6 +116,14 @@ inline summary summarize(std::vector<double>& v) {
   return s;
 }
 
+/// The median of a sample (in place: reorders it); 0 for an empty one.
+inline double median(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
 /// One (block size, batch size) point of a sweep.
 struct point {
   std::size_t block = 0;

@@ -9,7 +9,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,8 @@
 
 #include <nixl/agent.hpp>
 #include <nixl/backends/posix.hpp>
+
+#include "bench_common.hpp"
 
 namespace {
 
@@ -183,8 +184,7 @@ int main(int argc, char** argv) {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a)
                 .count());
       }
-      std::sort(made.begin(), made.end());
-      const double make_us = made.empty() ? 0.0 : made[made.size() / 2];
+      const double make_us = nixl_bench::median(made);
       auto r = ag.create_request(op, m, f, ag.name(), xo);
       if (run(r) != nixl::status::success) {  // warm-up pass
         std::fprintf(stderr, "transfer failed\n");

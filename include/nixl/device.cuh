@@ -182,20 +182,18 @@ __device__ inline result put(view<local_side, Kind> src, std::size_t si, std::si
                              std::size_t size) {
   // Both views' headers, then both entries, are read at once: two memory round trips before
   // the data moves instead of four (with one wave of blocks, each adds to the kernel's time).
-  // Errors are still reported source first.
   // Each pair of checks is one branch on the way to the data (`&`, not `&&`); which check
-  // failed is worked out only after one did.
+  // failed is worked out only after one did, source first.
   const impl::head hs = impl::read_head(src.header), hd = impl::read_head(dst.header);
   if (!(impl::usable<local_side>(hs, si) & impl::usable<remote_side>(hd, di))) {
     if (result r = impl::check_head<local_side>(hs, si); r != result::ok) return r;
     return impl::check_head<remote_side>(hd, di);
   }
   const abi::entry es = impl::read_entry(src.header, si), ed = impl::read_entry(dst.header, di);
-  char* s = nullptr;
-  char* d = nullptr;
   if (!(impl::fits(es, src_offset, size) & impl::fits(ed, dst_offset, size))) {
-    if (result r = impl::resolve(es, src_offset, size, s); r != result::ok) return r;
-    return impl::resolve(ed, dst_offset, size, d);
+    char* unused = nullptr;
+    if (result r = impl::resolve(es, src_offset, size, unused); r != result::ok) return r;
+    return impl::resolve(ed, dst_offset, size, unused);
   }
   impl::copy<L>(reinterpret_cast<char*>(ed.ptr + dst_offset),
                 reinterpret_cast<const char*>(es.ptr + src_offset), size);

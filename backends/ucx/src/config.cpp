@@ -112,6 +112,8 @@ config config::from_params(const params& p) {
       c.cuda_host_vram = who_copies(key, value, "cuda");
     } else if (key == "host_dram_copy") {
       c.cma_host_dram = who_copies(key, value, "cma");
+    } else if (key == "shm_min_size") {
+      c.shm_min_size = nixl::detail::parse_number("UCX", key, value, 0, std::uint64_t{1} << 40);
     } else if (key == "post_thread") {
       c.post_thread = nixl::detail::parse_post_thread("UCX", key, value);
     } else if (key == "enable_prog_thread") {
@@ -134,6 +136,7 @@ params config::to_params() const {
   p["progress_spin_us"] = std::to_string(progress_spin.count());
   p["host_vram_copy"] = cuda_host_vram ? "cuda" : "ucx";
   p["host_dram_copy"] = cma_host_dram ? "cma" : "ucx";
+  p["shm_min_size"] = std::to_string(shm_min_size);
   p["post_thread"] = std::string(nixl::detail::to_string(post_thread));
   if (enable_prog_thread) p["enable_prog_thread"] = *enable_prog_thread ? "true" : "false";
   return p;
@@ -145,7 +148,8 @@ params backend::default_params() {
           {"ucx_devices", ""},        {"ucx_error_handling_mode", "peer"},
           {"engine_config", ""},      {"enable_prog_thread", "true"},
           {"progress_spin_us", "50"}, {"host_vram_copy", "cuda"},
-          {"host_dram_copy", "cma"},  {"post_thread", "auto"}};
+          {"host_dram_copy", "cma"},  {"shm_min_size", "67108864"},
+          {"post_thread", "auto"}};
 }
 
 namespace detail {
@@ -166,12 +170,19 @@ config_handle read_ucp_config(const config& cfg) {
   // staging through host buffers instead (about 4 GB/s); it only applies when one side is not
   // host memory, and direct transports (cuda_ipc) still win the selection. On unless the
   // environment or engine_config says otherwise (docs/ucx.md, "GPU memory").
-  {
-    unsigned major = 0, minor = 0, release = 0;
-    ucp_get_version(&major, &minor, &release);
-    if ((major > 1 || (major == 1 && minor >= 22)) && std::getenv("UCX_RMA_PPLN_ENABLE") == nullptr)
-      (void)ucp_config_modify(ucfg.get(), "RMA_PPLN_ENABLE", "y");
-  }
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  const bool ucx_1_22 = major > 1 || (major == 1 && minor >= 22);
+  if (ucx_1_22 && std::getenv("UCX_RMA_PPLN_ENABLE") == nullptr)
+    (void)ucp_config_modify(ucfg.get(), "RMA_PPLN_ENABLE", "y");
+  // Large same-host DRAM blocks through UCX's shared-memory protocol (shm_min_size): UCX picks
+  // it over cma only when RMA lanes are chosen by speed and cma's is rated low. Between hosts
+  // UCX's zero-copy puts keep winning the selection. The FIFO's segment size stays UCX's: a
+  // sender packs into the receiver's segments up to its own size, so peers must agree on it.
+  if (ucx_1_22 && cfg.cma_host_dram && cfg.shm_min_size > 0)
+    for (const auto& [k, v] : {std::pair{"PREFER_OFFLOAD", "n"}, std::pair{"CMA_BW", "100MBs"}})
+      if (std::getenv(fmt::format("UCX_{}", k).c_str()) == nullptr)
+        (void)ucp_config_modify(ucfg.get(), k, v);
   for (const auto& [k, v] : parse_engine_config(cfg.engine_config)) {
     if (const ucs_status_t s = ucp_config_modify(ucfg.get(), k.c_str(), v.c_str()); s != UCS_OK)
       raise(status::invalid_param, "UCX parameter engine_config: UCX rejects {}={}: {}", k, v,

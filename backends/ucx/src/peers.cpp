@@ -245,10 +245,10 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     p->eps.push_back(h);
     p->tcp_lane.push_back(has_lane(h, "tcp") ? 1 : 0);
   }
-  // Another process of this host that UCX itself reaches through cma (every endpoint has a
-  // cma lane): this process may write into and read from its memory, and its pid means the
-  // same process here (same PID namespace).
-  if (cfg_.cma_host_dram && same_host && !same_process && rec.id.pid != 0 &&
+  // A process of this host (this one too) that UCX itself reaches through cma (every endpoint
+  // has a cma lane): this process may write into and read from its memory, and its pid means
+  // the same process here (same PID namespace).
+  if (cfg_.cma_host_dram && same_host && rec.id.pid != 0 &&
       std::all_of(p->eps.begin(), p->eps.end(), [](ucp_ep_h e) { return has_lane(e, "cma"); }))
     p->cma_pid = static_cast<int>(rec.id.pid);
   if (watch) {

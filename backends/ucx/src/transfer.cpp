@@ -1,6 +1,7 @@
 // The UCX backend's transfers, outside the inline hot path of ucx.hpp: completion slots,
 // choosing a worker, prepare (resolving descriptors once), release and estimate.
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -361,6 +362,21 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
                      l.region->memh.get()});
   }
   if (chunks.size() == 1) chunks.clear();
+  // cma calls for the small blocks, UCX's shared-memory protocol for those of shm_min_size and
+  // more (one chunk each, small first; one request, one notification after both)
+  const std::size_t shm_min = eng_->cfg().shm_min_size;
+  const auto small = [shm_min](const detail::xfer_item& it) { return it.len < shm_min; };
+  const bool shm =
+      cma && chunks.empty() && shm_min > 0 && !std::all_of(items.begin(), items.end(), small);
+  if (shm) {
+    const auto k = static_cast<std::uint32_t>(
+        std::stable_partition(items.begin(), items.end(), small) - items.begin());
+    const auto n = static_cast<std::uint32_t>(items.size());
+    if (k == 0)
+      cma = false;  // all of them through UCX
+    else
+      chunks = {{0, k, p.state->eps[w], w, false}, {k, n, p.state->eps[w], w, true}};
+  }
   if (r.slot_ == nullptr) r.slot_ = eng_->acquire_slot();
   r.slot_->peer.store(p.state, std::memory_order_relaxed);
   r.items_ = std::move(items);
@@ -378,7 +394,8 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.worker_ = w;
   r.op_ = op;
   r.cma_pid_ = cma && !r.items_.empty() ? p.state->cma_pid : 0;
-  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size(), r.cma_pid_ != 0);
+  // cma calls and UCX's shared-memory protocol both copy inside the post call
+  r.on_thread_ = eng_->posts_on_thread(*p.state, w, r.items_.size(), r.cma_pid_ != 0 || shm);
 }
 
 bool backend::queue_parts(request& r) noexcept {
@@ -391,7 +408,7 @@ bool backend::queue_parts(request& r) noexcept {
     } else {
       for (const chunk& c : r.chunks_)
         s->parts.push_back(
-            {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, r.cma_pid_});
+            {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, c.ucx ? 0 : r.cma_pid_});
     }
   } catch (...) {
     return false;

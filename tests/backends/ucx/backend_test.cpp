@@ -140,9 +140,19 @@ TEST_CASE("ucx config parses NIXL's parameters") {
   CHECK(code_of([] {
           backend::config::from_params({{"host_dram_copy", "shm"}});
         }) == status::invalid_param);
+  // shm_min_size: 64 MiB by default, 0 turns it off, a number of bytes, back through to_params
+  CHECK(backend::config::from_params({}).shm_min_size == std::size_t{64} << 20);
+  CHECK(backend::config::from_params({{"shm_min_size", "0"}}).shm_min_size == 0);
+  CHECK(backend::config::from_params(
+            backend::config::from_params({{"shm_min_size", "1048576"}}).to_params())
+            .shm_min_size == 1048576);
+  CHECK(code_of([] {
+          backend::config::from_params({{"shm_min_size", "64M"}});
+        }) == status::invalid_param);
   auto d = backend::default_params();
   CHECK(d.count("host_vram_copy") == 1);
   CHECK(d.at("host_dram_copy") == "cma");
+  CHECK(backend::config::from_params(d).shm_min_size == std::size_t{64} << 20);
   CHECK(d.count("num_workers") == 1);
   CHECK(d.count("ucx_error_handling_mode") == 1);
   CHECK(d.count("engine_config") == 1);

@@ -139,17 +139,22 @@ TEST_CASE("ucx two processes: WRITE and READ, 1 and 1000 descriptors, notificati
 }
 
 // host_dram_copy=cma (the default): this process copies same-host DRAM with
-// process_vm_writev/readv calls of many descriptors each; `ucx` leaves each descriptor to UCX.
+// process_vm_writev/readv calls of many descriptors each; `ucx` leaves each descriptor to UCX;
+// `shm`: cma calls for the small descriptors and UCX's shared-memory protocol for those of
+// shm_min_size and more (here 2000 bytes: a third of them), in one request.
 // Descriptors of uneven lengths, packed here and spread out there, byte for byte both ways.
 TEST_CASE("ucx two processes: same-host DRAM in batched cma calls or UCX puts, byte for byte") {
-  const std::string mode = GENERATE("cma", "ucx");
+  const std::string mode = GENERATE("cma", "ucx", "shm");
   CAPTURE(mode);
   // the endpoint query that finds UCX's cma lane came with UCX 1.14: before it, UCX moves all
-  const bool cma = mode == "cma" && UCP_API_VERSION >= UCP_VERSION(1, 14);
+  const bool cma = mode != "ucx" && UCP_API_VERSION >= UCP_VERSION(1, 14);
   peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
   buffer local(target_size);
   ucx_agent agent("initiator");
-  agent.create_backend<nixl::ucx::backend>({{"host_dram_copy", mode}});
+  agent.create_backend<nixl::ucx::backend>({{"host_dram_copy", mode == "ucx" ? "ucx" : "cma"},
+                                            {"shm_min_size", mode == "shm" ? "2000" : "0"}});
+  // two runs (cma calls, then UCX) where the cma lane is found, else one
+  const std::size_t runs = mode == "shm" && cma ? 2 : 1;
   agent.register_memory(local.reg());
   REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
   const std::uintptr_t ta = t.remote_addr();
@@ -180,6 +185,7 @@ TEST_CASE("ucx two processes: same-host DRAM in batched cma calls or UCX puts, b
   opt.notif = std::string("scattered");
   auto w = agent.create_request(xfer_op::write, here, there, "target", opt);
   CHECK(w.backend_state().cma_copies() == cma);
+  CHECK(w.backend_state().chunks() == runs);
   (void)w.post();
   REQUIRE(wait(w) == status::success);
   auto notifs = target_notifs(t, 1);
@@ -192,6 +198,7 @@ TEST_CASE("ucx two processes: same-host DRAM in batched cma calls or UCX puts, b
   local.set(std::byte{0});
   auto r = agent.create_request(xfer_op::read, here, there, "target");
   CHECK(r.backend_state().cma_copies() == cma);
+  CHECK(r.backend_state().chunks() == runs);
   (void)r.post();
   REQUIRE(wait(r) == status::success);
   std::size_t wrong = 0;

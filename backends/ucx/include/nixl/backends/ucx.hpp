@@ -115,6 +115,7 @@ class backend {
     std::uint32_t begin = 0, end = 0;
     ucp_ep_h ep = nullptr;
     std::uint32_t worker = 0;
+    bool ucx = false;  ///< UCX moves these items even where cma calls move the rest
   };
 
   /// Everything a transfer needs, resolved by `prepare`.
@@ -351,7 +352,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   const detail::engine::bulk_post_scope hold(*eng_, c.worker, c.end - c.begin);
   return detail::engine::post_part(
-      r.slot_, {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, r.cma_pid_},
+      r.slot_, {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, c.ucx ? 0 : r.cma_pid_},
       r.op_ == xfer_op::write);
 }
 

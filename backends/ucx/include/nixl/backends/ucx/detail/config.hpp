@@ -77,6 +77,13 @@ struct config {
   bool cma_host_dram = true;
   /// `host_dram_copy=cma`: descriptors per system call.
   static constexpr std::size_t cma_iov = 64;
+  /// `host_dram_copy=cma`: descriptors of at least this many bytes (`shm_min_size`, default 64
+  /// MiB) go through UCX's shared-memory protocol instead of cma calls: the peer's worker
+  /// copies them out of a shared-memory FIFO while this process copies them in, which beats
+  /// the kernel's single copy for large blocks. The backend then gives UCX (1.22 and later)
+  /// `PREFER_OFFLOAD=n` and `CMA_BW=100MBs` unless the environment or `engine_config` names
+  /// them (docs/ucx.md, "Same-host DRAM"). 0: cma calls at every size and UCX's own settings.
+  std::size_t shm_min_size = std::size_t{64} << 20;
   /// Who makes a request's UCX calls while a progress thread runs (`post_thread`: auto, always,
   /// never); without the thread the caller always does.
   post_thread_mode post_thread = post_thread_mode::automatic;

@@ -10,9 +10,9 @@
 #           (../shared/peers/nixl-1.4, its fastest setting: error mode none, no progress thread)
 #   64m     64 MiB: nixl-bench against memcpy (same run), NIXL beside it, and the transport's own
 #           floor: process_vm_writev of the same 64 MiB in 512 KiB segments (UCX's cma pattern)
-#           between two processes, and a shared-memory ring (nixl-copy-paths); and UCX's
-#           shared-memory protocol instead of cma, both processes polling (no progress threads)
-#           and with progress threads
+#           between two processes, and a shared-memory ring (nixl-copy-paths); nixl-bench with
+#           both processes polling (no progress threads), and with cma calls at every size
+#           (shm_min_size=0)
 #   bulk    65,536 and 131,072 x 16 KiB in one request: contiguous (merged) and scattered
 #           (one put per block), against NIXL (one put per block) and memcpy
 #   python  Python nixl_agent defaults, 64 MiB, against numpy's copyto (bench/python/two_process.py)
@@ -101,15 +101,14 @@ for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
   if want 64m; then
     nb 64m --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
       --large_blk_iter_ftr 1 --check_consistency "${nixl[@]}"
-    # UCX's shared-memory protocol (active messages: the target copies out), both processes
-    # polling their workers instead of progress threads
-    nb 64m-shm --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
-      --large_blk_iter_ftr 1 --check_consistency --enable_pt false \
-      --backend_params engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs
-    # the same protocol with the defaults otherwise (progress threads on)
-    nb 64m-shm-pt --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
-      --large_blk_iter_ftr 1 --check_consistency \
-      --backend_params engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs
+    # the same with both processes polling their workers instead of progress threads (UCX's
+    # shared-memory protocol needs the target's worker progressed)
+    nb 64m-nopt --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
+      --large_blk_iter_ftr 1 --check_consistency --enable_pt false
+    # the backend's cma calls at every size (shm_min_size=0: the default before 8 MiB blocks
+    # went through UCX's shared-memory protocol)
+    nb 64m-cma --start_block_size 64M --max_block_size 64M --num_iter 40 --warmup_iter 4 \
+      --large_blk_iter_ftr 1 --check_consistency --backend_params shm_min_size=0
     [[ -x $copy_paths ]] && timeout 300 "$copy_paths" >"$d/copy-paths.txt" 2>&1
   fi
   if want bulk; then

@@ -124,11 +124,10 @@ def cpu_lines(rounds):
     floor = Line("64 MiB WRITE, against the transport", "same run", "GB/s",
                  "cma's own copy (process_vm_writev, 512 KiB segments, 2 processes)", 0.9)
     scat_floor = {}
-    am = Line("64 MiB WRITE, UCX's shared-memory protocol, no progress threads",
-              "2 processes, engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs, --enable_pt false",
+    am = Line("64 MiB WRITE, no progress threads", "2 processes, --enable_pt false (both poll)",
               "GB/s", "memcpy", 0.9)
-    ampt = Line("64 MiB WRITE, UCX's shared-memory protocol, progress threads on",
-                "2 processes, engine_config=PREFER_OFFLOAD=n,CMA_BW=2000MBs", "GB/s", "memcpy", 0.9)
+    cma = Line("64 MiB WRITE, cma calls at every size", "2 processes, shm_min_size=0", "GB/s",
+               "memcpy", 0.9)
     shm = Line("64 MiB: the shared-memory ring instead", "same run (no UCX)", "GB/s", "memcpy", 0.9)
     for d in rounds:
         ours = read_csv(f"{d}/4k.csv")
@@ -146,15 +145,15 @@ def cpu_lines(rounds):
         # the UCX backend copies scattered same-host DRAM 64 blocks a call (host_dram_copy=cma);
         # logs of runs before that show only a call per block
         scat_floor[d] = cp.get("batched") or cp.get("scattered")
-        a = read_csv(f"{d}/64m-shm-pt.csv")
-        if a:
-            ampt.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
-        a = read_csv(f"{d}/64m-shm.csv")
+        a = read_csv(f"{d}/64m-nopt.csv")
         if a:
             am.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
+        a = read_csv(f"{d}/64m-cma.csv")
+        if a:
+            cma.add(float(a[0]["gbps"]), float(a[0]["baseline_gbps"]))
         if cp.get("memcpy"):
             shm.add(cp.get("two-process"), cp["memcpy"])
-    lines += [lat, big, nixl64, floor, am, ampt, shm]
+    lines += [lat, big, nixl64, floor, am, cma, shm]
     for n in (65536, 131072):
         merged = Line(f"{n:,} x 16 KiB, one request, contiguous (one put)", "2 processes", "GB/s",
                       "NIXL 1.4 nixlbench (a put per block)", 1.0)

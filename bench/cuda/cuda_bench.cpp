@@ -23,6 +23,8 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/cuda.hpp>
 
+#include "bench_common.hpp"
+
 namespace {
 
 using agent = nixl::agent<nixl::cuda::backend>;
@@ -45,8 +47,7 @@ double median_us(int reps, const std::function<void()>& once) {
     once();
     t.push_back(std::chrono::duration<double, std::micro>(clk::now() - a).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return nixl_bench::median(t);
 }
 
 template <class R>

@@ -251,6 +251,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   if (cfg_.cma_host_dram && same_host && rec.id.pid != 0 &&
       std::all_of(p->eps.begin(), p->eps.end(), [](ucp_ep_h e) { return has_lane(e, "cma"); }))
     p->cma_pid = static_cast<int>(rec.id.pid);
+  p->shm = p->cma_pid != 0 && !same_process && cfg_.shm_min_size > 0;
   if (watch) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

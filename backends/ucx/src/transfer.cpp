@@ -367,7 +367,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   const std::size_t shm_min = eng_->cfg().shm_min_size;
   const auto small = [shm_min](const detail::xfer_item& it) { return it.len < shm_min; };
   const bool shm =
-      cma && chunks.empty() && shm_min > 0 && !std::all_of(items.begin(), items.end(), small);
+      cma && p.state->shm && chunks.empty() && !std::all_of(items.begin(), items.end(), small);
   if (shm) {
     const auto k = static_cast<std::uint32_t>(
         std::stable_partition(items.begin(), items.end(), small) - items.begin());

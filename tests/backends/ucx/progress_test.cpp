@@ -179,6 +179,36 @@ TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over
   CHECK(init.be.release(rd) == status::success);
 }
 
+// shm_min_size sends another process's large same-host blocks through UCX's shared-memory
+// protocol, which the peer's worker must progress; an agent of this process may have no
+// progress thread and be progressed by no one while this one polls its request, so its blocks
+// stay in cma calls at every size.
+TEST_CASE("ucx one process: large blocks to an agent of this process stay in cma calls") {
+  constexpr std::size_t blk = 64 * 1024, n = 16;
+  side init("init", n * blk, {{"shm_min_size", "4096"}}), tgt("tgt", n * blk, {}, false);
+  peer_link l(init, tgt, "tgt");
+  std::vector<nixl::bound_desc<backend::region>> lo;
+  std::vector<nixl::bound_desc<backend::remote_region>> re;
+  for (std::size_t i = 0; i < n; ++i) {
+    lo.push_back(bd(init.buf.addr() + i * blk, blk, init.reg));
+    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * blk, blk, l.rr));
+  }
+  backend::request w;
+  init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+  // the endpoint query that finds UCX's cma lane came with UCX 1.14
+  CHECK(w.cma_copies() == (UCP_API_VERSION >= UCP_VERSION(1, 14)));
+  CHECK(w.chunks() == 1);
+  init.buf.fill(5);
+  tgt.buf.fill(0);
+  REQUIRE(init.be.post(w, std::nullopt) != status::invalid_param);
+  // only this side is polled: the target has no progress thread
+  CHECK(ucx_test::wait_done([&] { return init.be.check(w); }) == status::success);
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(5, (n - 1 - i) * blk, blk, i * blk);
+  CHECK(ok);
+  CHECK(init.be.release(w) == status::success);
+}
+
 TEST_CASE("ucx post_thread: which requests the progress thread posts, and what it does with them") {
   constexpr std::size_t blk = 4096, n = 64;
   SECTION("auto: many operations go to the thread, one small one does not; never, always") {

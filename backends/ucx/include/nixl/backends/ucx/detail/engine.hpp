@@ -126,9 +126,14 @@ struct peer_state {
   ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
   int pidfd = -1;  ///< process watch (same host), or -1
-  /// Another process of this host whose DRAM this process copies with process_vm_writev/readv
-  /// (`host_dram_copy=cma`, UCX's endpoints to it have a cma lane): its pid, else 0.
+  /// A process of this host (this one too) whose DRAM this process copies with
+  /// process_vm_writev/readv (`host_dram_copy=cma`, UCX's endpoints to it have a cma lane): its
+  /// pid, else 0.
   int cma_pid = 0;
+  /// Its large DRAM blocks go through UCX's shared-memory protocol (`shm_min_size`): another
+  /// process with a cma pid. Not an agent of this process, which may have no progress thread
+  /// and be progressed by no one while this one polls its own request.
+  bool shm = false;
   /// Set once the kernel refused those calls (EPERM, ENOSYS: ptrace rules, seccomp), which is
   /// logged once; each request still tries them (the refusal may end).
   std::atomic<bool> cma_refused{false};

@@ -48,6 +48,7 @@ struct peer_link : nixl::test::peer_link<nixl::ucx::backend> {
 };
 
 using nixl::test::bd;
+using reversed_blocks = nixl::test::reversed_blocks<nixl::ucx::backend>;
 
 /// The names the tests that drive the backend use unqualified:
 /// `using namespace ucx_test::backend_names;`.
@@ -60,6 +61,7 @@ using ucx_test::buffer;
 using ucx_test::bytes_of;
 using ucx_test::code_of;
 using ucx_test::peer_link;
+using ucx_test::reversed_blocks;
 using ucx_test::side;
 using backend = nixl::ucx::backend;
 }  // namespace backend_names

@@ -284,21 +284,16 @@ TEST_CASE("ucx two backends in one process: many descriptors, notifications, rep
 
   constexpr std::size_t n = 1000, sz = 1000;
   init.buf.fill(7);
-  std::vector<nixl::bound_desc<backend::region>> lo;
-  std::vector<nixl::bound_desc<backend::remote_region>> re;
-  for (std::size_t i = 0; i < n; ++i) {
-    lo.push_back(bd(init.buf.addr() + i * sz, sz, init.reg));
-    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * sz, sz, l.rr));  // reversed order
-  }
+  const reversed_blocks b(init, tgt.buf.addr(), l, n, sz);
+  const auto& lo = b.lo;
+  const auto& re = b.re;
   backend::request w;
   init.be.prepare(w, xfer_op::write, lo, re, l.peer);
   CHECK(w.size() == n);
   CHECK(init.be.check(w) == status::not_posted);
   const std::string msg("done\0with\0nul", 13);
   CHECK(run(init.be, w, std::string_view(msg), pump) == status::success);
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(7, (n - 1 - i) * sz, sz, i * sz);
-  CHECK(ok);
+  CHECK(b.written(tgt.buf, 7));
   nixl::notif_map m;
   CHECK(wait_notifs(init.be, tgt.be, m, "init", 1, pump != nullptr) == status::success);
   REQUIRE(m["init"].size() == 1);
@@ -308,9 +303,7 @@ TEST_CASE("ucx two backends in one process: many descriptors, notifications, rep
   // repost with new data, with an empty notification
   init.buf.fill(9);
   CHECK(run(init.be, w, std::string_view(), pump) == status::success);
-  ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(9, (n - 1 - i) * sz, sz, i * sz);
-  CHECK(ok);
+  CHECK(b.written(tgt.buf, 9));
   CHECK(wait_notifs(init.be, tgt.be, m, "init", 2, pump != nullptr) == status::success);
   CHECK(m["init"].size() == 2);
   CHECK(m["init"][1].empty());
@@ -320,9 +313,7 @@ TEST_CASE("ucx two backends in one process: many descriptors, notifications, rep
   backend::request rd;
   init.be.prepare(rd, xfer_op::read, lo, re, l.peer);
   CHECK(run(init.be, rd, {}, pump) == status::success);
-  ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && init.buf.holds(11, i * sz, sz, (n - 1 - i) * sz);
-  CHECK(ok);
+  CHECK(b.read(init.buf, 11));
 
   // standalone notifications both ways
   init.be.notify(l.peer, "hello");

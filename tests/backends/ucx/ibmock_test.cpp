@@ -20,6 +20,7 @@ using nixl::xfer_op;
 using backend = nixl::ucx::backend;
 using ucx_test::bd;
 using ucx_test::peer_link;
+using ucx_test::reversed_blocks;
 using ucx_test::side;
 
 namespace {
@@ -76,18 +77,11 @@ TEST_CASE("ucx over a verbs transport: every lane on it; put, get, notifications
 
   // put: descriptors in reverse order on the target, with a notification after the data
   init.buf.fill(3);
-  std::vector<nixl::bound_desc<backend::region>> lo;
-  std::vector<nixl::bound_desc<backend::remote_region>> re;
-  for (std::size_t i = 0; i < n; ++i) {
-    lo.push_back(bd(init.buf.addr() + i * sz, sz, init.reg));
-    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * sz, sz, l.rr));
-  }
+  const reversed_blocks b(init, tgt.buf.addr(), l, n, sz);
   backend::request w;
-  init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+  init.be.prepare(w, xfer_op::write, b.lo, b.re, l.peer);
   CHECK(run(init.be, w, std::string_view("written")) == status::success);
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(3, (n - 1 - i) * sz, sz, i * sz);
-  CHECK(ok);
+  CHECK(b.written(tgt.buf, 3));
   nixl::notif_map m;
   REQUIRE(wait_notifs(tgt.be, m, "init", 1) == status::success);
   CHECK(m["init"] == std::vector<std::string>{"written"});
@@ -95,11 +89,9 @@ TEST_CASE("ucx over a verbs transport: every lane on it; put, get, notifications
   // get: the target's new bytes back into the initiator
   tgt.buf.fill(5);
   backend::request rd;
-  init.be.prepare(rd, xfer_op::read, lo, re, l.peer);
+  init.be.prepare(rd, xfer_op::read, b.lo, b.re, l.peer);
   CHECK(run(init.be, rd) == status::success);
-  ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && init.buf.holds(5, i * sz, sz, (n - 1 - i) * sz);
-  CHECK(ok);
+  CHECK(b.read(init.buf, 5));
 
   // standalone notifications both ways
   init.be.notify(l.peer, "ping");

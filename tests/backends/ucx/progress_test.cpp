@@ -126,12 +126,9 @@ TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over
   side tgt("tgt", 1 << 20, {{"num_workers", "2"}});
   peer_link l(init, tgt, "tgt");
   constexpr std::size_t n = 10, sz = 4096;
-  std::vector<nixl::bound_desc<backend::region>> lo;
-  std::vector<nixl::bound_desc<backend::remote_region>> re;
-  for (std::size_t i = 0; i < n; ++i) {
-    lo.push_back(bd(init.buf.addr() + i * sz, sz, init.reg));
-    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * 2 * sz, sz, l.rr));
-  }
+  const reversed_blocks b(init, tgt.buf.addr(), l, n, sz, sz);
+  const auto& lo = b.lo;
+  const auto& re = b.re;
   // worker_id: among other custom items, on any request
   backend::request one;
   init.be.prepare(one, xfer_op::write, std::span(lo).first(1), std::span(re).first(1), l.peer,
@@ -154,10 +151,7 @@ TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over
     status s = init.be.post(w, std::string_view("split"));
     if (s == status::in_progress) s = ucx_test::wait_done([&] { return init.be.check(w); });
     REQUIRE(s == status::success);
-    bool ok = true;
-    for (std::size_t i = 0; i < n; ++i)
-      ok = ok && tgt.buf.holds(static_cast<unsigned>(20 + round), (n - 1 - i) * 2 * sz, sz, i * sz);
-    CHECK(ok);
+    CHECK(b.written(tgt.buf, static_cast<unsigned>(20 + round)));
   }
   // one notification per post, after all chunks
   nixl::notif_map m;
@@ -171,10 +165,7 @@ TEST_CASE("ucx worker_id= picks the worker; split_batch_size spreads chunks over
   status s = init.be.post(rd, {});
   if (s == status::in_progress) s = ucx_test::wait_done([&] { return init.be.check(rd); });
   CHECK(s == status::success);
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i)
-    ok = ok && init.buf.holds(30, i * sz, sz, (n - 1 - i) * 2 * sz);
-  CHECK(ok);
+  CHECK(b.read(init.buf, 30));
   CHECK(init.be.release(w) == status::success);
   CHECK(init.be.release(rd) == status::success);
 }
@@ -187,14 +178,9 @@ TEST_CASE("ucx one process: large blocks to an agent of this process stay in cma
   constexpr std::size_t blk = 64 * 1024, n = 16;
   side init("init", n * blk, {{"shm_min_size", "4096"}}), tgt("tgt", n * blk, {}, false);
   peer_link l(init, tgt, "tgt");
-  std::vector<nixl::bound_desc<backend::region>> lo;
-  std::vector<nixl::bound_desc<backend::remote_region>> re;
-  for (std::size_t i = 0; i < n; ++i) {
-    lo.push_back(bd(init.buf.addr() + i * blk, blk, init.reg));
-    re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * blk, blk, l.rr));
-  }
+  const reversed_blocks b(init, tgt.buf.addr(), l, n, blk);
   backend::request w;
-  init.be.prepare(w, xfer_op::write, lo, re, l.peer);
+  init.be.prepare(w, xfer_op::write, b.lo, b.re, l.peer);
   // the endpoint query that finds UCX's cma lane came with UCX 1.14
   CHECK(w.cma_copies() == (UCP_API_VERSION >= UCP_VERSION(1, 14)));
   CHECK(w.chunks() == 1);
@@ -203,9 +189,7 @@ TEST_CASE("ucx one process: large blocks to an agent of this process stay in cma
   REQUIRE(init.be.post(w, std::nullopt) != status::invalid_param);
   // only this side is polled: the target has no progress thread
   CHECK(ucx_test::wait_done([&] { return init.be.check(w); }) == status::success);
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok = ok && tgt.buf.holds(5, (n - 1 - i) * blk, blk, i * blk);
-  CHECK(ok);
+  CHECK(b.written(tgt.buf, 5));
   CHECK(init.be.release(w) == status::success);
 }
 
@@ -217,12 +201,9 @@ TEST_CASE("ucx post_thread: which requests the progress thread posts, and what i
       side init("init", n * blk, {{"post_thread", mode}, {"host_dram_copy", "ucx"}}),
           tgt("tgt", n * blk);
       peer_link l(init, tgt, "tgt");
-      std::vector<nixl::bound_desc<backend::region>> lo;
-      std::vector<nixl::bound_desc<backend::remote_region>> re;
-      for (std::size_t i = 0; i < n; ++i) {
-        lo.push_back(bd(init.buf.addr() + i * blk, blk, init.reg));
-        re.push_back(bd(tgt.buf.addr() + (n - 1 - i) * blk, blk, l.rr));
-      }
+      const reversed_blocks b(init, tgt.buf.addr(), l, n, blk);
+      const auto& lo = b.lo;
+      const auto& re = b.re;
       backend::request many, one;
       init.be.prepare(many, xfer_op::write, lo, re, l.peer);
       init.be.prepare(one, xfer_op::write, std::span(lo).first(1), std::span(re).first(1), l.peer);
@@ -240,10 +221,7 @@ TEST_CASE("ucx post_thread: which requests the progress thread posts, and what i
         return !got["init"].empty();
       }));
       CHECK(got["init"] == std::vector<std::string>{"many"});
-      bool ok = true;
-      for (std::size_t i = 0; i < n; ++i)
-        ok = ok && tgt.buf.holds(7, (n - 1 - i) * blk, blk, i * blk);
-      CHECK(ok);
+      CHECK(b.written(tgt.buf, 7));
       CHECK(ucx_test::wait_done([&] { return init.be.check(many); }) == status::success);
       // A read posted by the thread and polled at once (the poll may post it itself).
       backend::request rd;
@@ -251,10 +229,7 @@ TEST_CASE("ucx post_thread: which requests the progress thread posts, and what i
       tgt.buf.fill(9);
       REQUIRE(init.be.post(rd, std::nullopt) != status::invalid_param);
       CHECK(ucx_test::wait_done([&] { return init.be.check(rd); }) == status::success);
-      ok = true;
-      for (std::size_t i = 0; i < n; ++i)
-        ok = ok && init.buf.holds(9, i * blk, blk, (n - 1 - i) * blk);
-      CHECK(ok);
+      CHECK(b.read(init.buf, 9));
       CHECK(init.be.release(many) == status::success);
       CHECK(init.be.release(one) == status::success);
       CHECK(init.be.release(rd) == status::success);

@@ -403,12 +403,9 @@ bool backend::queue_parts(request& r) noexcept {
   try {
     s->parts.clear();  // its capacity stays with the slot
     if (r.chunks_.empty()) {
-      s->parts.push_back({r.items_.data(), static_cast<std::uint32_t>(r.items_.size()), r.ep_,
-                          r.worker_, r.cma_pid_});
+      s->parts.push_back(run_of(r, whole(r)));
     } else {
-      for (const chunk& c : r.chunks_)
-        s->parts.push_back(
-            {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, c.ucx ? 0 : r.cma_pid_});
+      for (const chunk& c : r.chunks_) s->parts.push_back(run_of(r, c));
     }
   } catch (...) {
     return false;

@@ -289,6 +289,14 @@ class backend {
   static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
  private:
+  /// The request's one chunk when it has no chunk list.
+  static chunk whole(const request& r) noexcept {
+    return {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_};
+  }
+  /// The operations of chunk `c` of `r`: its items, endpoint, and who copies them.
+  static detail::op_run run_of(const request& r, const chunk& c) noexcept {
+    return {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, c.ucx ? 0 : r.cma_pid_};
+  }
   status post_chunk(request& r, const chunk& c) noexcept;
   /// Hands the request's chunks to the progress thread (request::posted_on_thread); false when
   /// it cannot take them, and the caller posts them itself.
@@ -332,7 +340,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 
   if (r.on_thread_ && queue_parts(r)) return status::in_progress;
   if (r.chunks_.empty()) {
-    post_chunk(r, {0, static_cast<std::uint32_t>(r.items_.size()), r.ep_, r.worker_});
+    post_chunk(r, whole(r));
   } else {
     for (const chunk& c : r.chunks_) post_chunk(r, c);
   }
@@ -351,9 +359,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
 // progress thread kept off the worker while a chunk of many operations is posted.
 inline status backend::post_chunk(request& r, const chunk& c) noexcept {
   const detail::engine::bulk_post_scope hold(*eng_, c.worker, c.end - c.begin);
-  return detail::engine::post_part(
-      r.slot_, {r.items_.data() + c.begin, c.end - c.begin, c.ep, c.worker, c.ucx ? 0 : r.cma_pid_},
-      r.op_ == xfer_op::write);
+  return detail::engine::post_part(r.slot_, run_of(r, c), r.op_ == xfer_op::write);
 }
 
 inline status backend::check(request& r) noexcept {

@@ -223,7 +223,8 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ucp_worker_release_address(w, addr);
   }
 
-  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies());
+  // bit 1: this build reads the events flag (it answers without events when the driver cannot)
+  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies(), true);
   notif_prefix_ = wire::notif_prefix(agent_name_);
 
   connect_self();
@@ -243,8 +244,9 @@ engine::~engine() {
   {
     // driver copies of released requests end before the memory they use is let go
     std::lock_guard lk(gpu_mu_);
-    for (op_slot* s : gpu_slots_) gpu_wait(s->gpu_used);
+    for (auto [s, g] : gpu_slots_) gpu_wait(*g);
   }
+  reap_served(true);  // and so do the copies run for peers (into this process's memory)
   if (thread_.joinable()) {
     stop_.store(true);
     wake();

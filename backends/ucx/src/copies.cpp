@@ -1,6 +1,10 @@
 // Copy requests: a peer on this host whose VRAM meets this backend's host memory cannot have
 // CUDA map that memory in its process, so it asks this backend to run the copy (its VRAM opened
 // here from its CUDA IPC handle) and waits for the answer; its notification follows as usual.
+// The answer goes as soon as the copies are issued, with the interprocess events recorded after
+// them: the peer waits on those (as on its own driver copies), and no thread here waits for the
+// GPU. A peer that did not ask for events (or a driver that cannot export them) gets its answer
+// once the copies ended.
 
 #include <chrono>
 
@@ -43,7 +47,9 @@ void on_copy_sent(void* request, ucs_status_t st, void* user) noexcept {
 
 }  // namespace
 
-status engine::run_copy(std::string_view data, std::uint64_t& token) noexcept {
+status engine::run_copy(std::string_view data, std::uint64_t& token, ipc_events& events) noexcept {
+  events.n = 0;
+  reap_served(false);
   try {
     const wire::copy_request req = wire::parse_copy_request(data);
     token = req.token;
@@ -93,7 +99,17 @@ status engine::run_copy(std::string_view data, std::uint64_t& token) noexcept {
                                   : gpu_item{vram, host, e.len, w.loc.ctx, w.loc.stream});
       keep.push_back(std::move(m));
     }
-    return gpu_copy(items);
+    if (!req.events || !gpu_ipc_events()) return gpu_copy(items);
+    auto job = std::make_unique<served_copy>();
+    const status st = gpu_issue(items, job->g, true, &events);
+    if (st != status::success || job->g.recorded == 0) {
+      events.n = 0;
+      return st;  // ended here (or failed, after waiting for what was issued)
+    }
+    job->keep = std::move(keep);
+    std::lock_guard lk(copy_mu_);
+    served_.push_back(std::move(job));
+    return status::success;
   } catch (const std::exception& ex) {
     log::warn("UCX: dropped a malformed copy request of {} bytes: {}", data.size(), ex.what());
     return status::invalid_param;
@@ -110,11 +126,13 @@ ucs_status_t engine::on_copy(void* arg, const void*, std::size_t, void* data, st
     return UCS_OK;
   }
   std::uint64_t token = 0;
-  const status st = self->run_copy(std::string_view(static_cast<const char*>(data), len), token);
+  ipc_events events;
+  const status st =
+      self->run_copy(std::string_view(static_cast<const char*>(data), len), token, events);
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 || param->reply_ep == nullptr)
     return UCS_OK;
   try {
-    auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st));
+    auto buf = std::make_unique<std::string>(wire::encode_copy_ack(token, st, &events));
     ucs_status_t sent = UCS_OK;
     send_owned(param->reply_ep, ack_am_id, buf, sent);
     warn_ucs(sent, "ucp_am_send_nbx (copy answer)", __FILE__, __LINE__);
@@ -133,13 +151,47 @@ ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data
     return UCS_OK;
   }
   // An answer nobody waits for (given up, or a token never issued) is dropped.
-  if (op_slot* s = self->take_copy_waiter(ack->first)) {
-    if (ack->second != status::success)
-      log::error("UCX: copy request to '{}' ended with {}",
-                 s->peer.load(std::memory_order_relaxed)->name, to_string(ack->second));
-    copy_done(s, ack->second);
+  op_slot* s = self->take_copy_waiter(ack->token);
+  if (s == nullptr) return UCS_OK;
+  if (ack->st != status::success)
+    log::error("UCX: copy request to '{}' ended with {}",
+               s->peer.load(std::memory_order_relaxed)->name, to_string(ack->st));
+  if (ack->events.n == 0) {
+    copy_done(s, ack->st);  // the copies ended (or failed)
+    return UCS_OK;
   }
+  // issued: they end when the peer's events say so, seen as this process's own driver copies
+  s->copy_deadline_ns.store(0, std::memory_order_relaxed);
+  if (gpu_import(ack->events, s->copy_ctx, s->peer_copy) == status::success &&
+      self->watch_gpu(s, s->peer_copy)) {
+    self->copies_issued_.fetch_add(1, std::memory_order_relaxed);
+    return UCS_OK;
+  }
+  gpu_drop(s->peer_copy);
+  log::error("UCX: copy request to '{}': cannot wait for the peer's copies here",
+             s->peer.load(std::memory_order_relaxed)->name);
+  copy_done(s, status::backend);
   return UCS_OK;
+}
+
+void engine::reap_served(bool all) noexcept {
+  std::vector<std::unique_ptr<served_copy>> ended;  // closed outside the lock
+  std::lock_guard lk(copy_mu_);
+  for (std::size_t i = 0; i < served_.size();) {
+    served_copy& c = *served_[i];
+    if (all) gpu_wait(c.g);
+    if (gpu_query(c.g) == status::in_progress) {
+      ++i;
+      continue;
+    }
+    try {
+      ended.push_back(std::move(served_[i]));
+    } catch (...) {  // out of memory: closed under the lock
+      served_[i].reset();
+    }
+    served_[i] = std::move(served_.back());
+    served_.pop_back();
+  }
 }
 
 op_slot* engine::take_copy_waiter(std::uint64_t token) noexcept {
@@ -184,10 +236,12 @@ void engine::fail_copies_of(const peer_state* p) noexcept {
   for (op_slot* s : gone) copy_done(s, status::remote_disconnect);
 }
 
-void engine::delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg) noexcept {
+void engine::delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg,
+                           void* ctx) noexcept {
   const std::uint64_t token = copy_token_.fetch_add(1, std::memory_order_relaxed);
   wire::set_copy_token(msg, token);
   s->copy_token = token;
+  s->copy_ctx = ctx;
   try {
     std::lock_guard lk(copy_mu_);
     copy_waiters_.emplace(token, s);

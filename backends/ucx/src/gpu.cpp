@@ -16,10 +16,14 @@
 // lane (not for a process whose side is host memory).
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
+#include <tuple>
 
 #include <nixl/log.hpp>
 
@@ -212,7 +216,7 @@ void sync_stream(cu::driver& d, void* ctx, void* stream, status& st) noexcept {
 
 gpu_streams::~gpu_streams() {
   cu::driver* d = drv();
-  if (d == nullptr || d->event_destroy == nullptr) return;
+  if (d == nullptr || d->event_destroy == nullptr || from == owner::ring) return;
   for (auto& [ctx, ev] : events)
     if (ev != nullptr) {
       cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
@@ -220,9 +224,112 @@ gpu_streams::~gpu_streams() {
     }
 }
 
-status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record) noexcept {
+namespace {
+
+/// The process's interprocess events, per stream: a ring of `size` events recorded in turn after
+/// the copies run for other processes, which open them from their handles. Never destroyed: an
+/// event another process opened must outlive its use there. Reused in turn: a process waiting
+/// on an event recorded again waits for the later copies of the same stream too, which end
+/// after its own.
+struct event_ring {
+  static constexpr std::size_t size = 32;
+  struct entry {
+    cu::CUevent ev = nullptr;
+    cu::CUipcEventHandle handle{};
+  };
+  std::array<entry, size> at{};
+  std::size_t made = 0;
+  std::size_t next = 0;
+};
+
+struct event_rings {
+  std::mutex mu;
+  std::map<void*, event_ring> by_stream;
+  static event_rings& get() {
+    static auto* r = new event_rings;  // see event_ring
+    return *r;
+  }
+};
+
+/// The next event of `stream`'s ring (its context current), or null.
+const event_ring::entry* ring_event(cu::driver& d, void* stream) noexcept {
+  try {
+    event_rings& rs = event_rings::get();
+    std::lock_guard lk(rs.mu);
+    event_ring& r = rs.by_stream[stream];
+    if (r.made < event_ring::size) {
+      event_ring::entry e;
+      if (d.event_create(&e.ev, cu::event_ipc_flags) != cu::success) return nullptr;
+      if (d.ipc_event_get(&e.handle, e.ev) != cu::success) {
+        (void)d.event_destroy(e.ev);
+        return nullptr;
+      }
+      r.at[r.made++] = e;
+    }
+    const event_ring::entry* e = &r.at[r.next];
+    r.next = (r.next + 1) % r.made;
+    return e;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+bool gpu_ipc_events() noexcept {
+  cu::driver* d = drv();
+  return d != nullptr &&
+         d->lacks({"cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventDestroy_v2",
+                   "cuIpcGetEventHandle", "cuIpcOpenEventHandle"}) == nullptr;
+}
+
+status gpu_import(const ipc_events& ev, void* ctx, gpu_streams& g) noexcept {
   g.n = 0;
   g.recorded = 0;
+  g.from = gpu_streams::owner::imported;
+  cu::driver* d = drv();
+  if (d == nullptr || !gpu_ipc_events() || ev.n > gpu_streams::max) return status::backend;
+  cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
+  for (std::size_t i = 0; i < ev.n; ++i) {
+    cu::CUipcEventHandle h{};
+    std::memcpy(h.reserved, ev.handles[i].data(), sizeof h.reserved);
+    cu::CUevent e = nullptr;
+    const cu::CUresult res = cs.ok() ? d->ipc_event_open(&e, h) : cu::error_invalid_context;
+    if (res != cu::success) {
+      try {
+        log::error("UCX: copy request: cuIpcOpenEventHandle: {}", d->what(res));
+      } catch (...) {
+      }
+      gpu_drop(g);
+      return status::backend;
+    }
+    g.events[g.recorded++] = {ctx, e};
+  }
+  return status::success;
+}
+
+void gpu_drop(gpu_streams& g) noexcept {
+  cu::driver* d = drv();
+  if (g.from == gpu_streams::owner::imported && d != nullptr)
+    for (auto& [ctx, ev] : g.events)
+      if (ev != nullptr) {
+        cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
+        (void)d->event_destroy(static_cast<cu::CUevent>(ev));
+        ev = nullptr;
+      }
+  g.n = 0;
+  g.recorded = 0;
+}
+
+status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record,
+                 ipc_events* shared) noexcept {
+  g.n = 0;
+  g.recorded = 0;
+  if (shared != nullptr) {
+    shared->n = 0;
+    g.from = gpu_streams::owner::ring;
+    record = record && gpu_ipc_events();
+  }
   cu::driver* d = drv();
   if (d == nullptr) return status::backend;
   status st = status::success;
@@ -262,20 +369,31 @@ status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record) n
     auto [ctx, stream] = g.used[i];
     if (events) {
       cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
-      auto& [ectx, ev] = g.events[k];
-      if (ev != nullptr && ectx != ctx) {  // an event of another context: replaced
-        cu::ctx_scope old(*d, static_cast<cu::CUcontext>(ectx));
-        (void)d->event_destroy(static_cast<cu::CUevent>(ev));
-        ev = nullptr;
-      }
-      constexpr unsigned disable_timing = 2;  // CU_EVENT_DISABLE_TIMING
-      cu::CUevent e = ev;
-      if (cs.ok() && (e != nullptr || d->event_create(&e, disable_timing) == cu::success)) {
-        ectx = ctx;
-        ev = e;
-        if (d->event_record(e, static_cast<cu::CUstream>(stream)) == cu::success) {
-          ++k;
+      if (shared != nullptr) {  // the ring's next event: another process waits on it
+        const auto* e = cs.ok() ? ring_event(*d, stream) : nullptr;
+        if (e != nullptr &&
+            d->event_record(e->ev, static_cast<cu::CUstream>(stream)) == cu::success) {
+          g.events[k++] = {ctx, e->ev};
+          std::memcpy(shared->handles[shared->n++].data(), e->handle.reserved,
+                      sizeof e->handle.reserved);
           continue;
+        }
+      } else {
+        auto& [ectx, ev] = g.events[k];
+        if (ev != nullptr && ectx != ctx) {  // an event of another context: replaced
+          cu::ctx_scope old(*d, static_cast<cu::CUcontext>(ectx));
+          (void)d->event_destroy(static_cast<cu::CUevent>(ev));
+          ev = nullptr;
+        }
+        constexpr unsigned disable_timing = 2;  // CU_EVENT_DISABLE_TIMING
+        cu::CUevent e = ev;
+        if (cs.ok() && (e != nullptr || d->event_create(&e, disable_timing) == cu::success)) {
+          ectx = ctx;
+          ev = e;
+          if (d->event_record(e, static_cast<cu::CUstream>(stream)) == cu::success) {
+            ++k;
+            continue;
+          }
         }
       }
     }
@@ -309,6 +427,15 @@ status gpu_query(gpu_streams& g) noexcept {
 void gpu_wait(const gpu_streams& used) noexcept {
   cu::driver* d = drv();
   if (d == nullptr) return;
+  if (used.from == gpu_streams::owner::imported) {  // no stream here: its events, polled
+    for (std::size_t i = 0; i < used.recorded; ++i) {
+      auto [ctx, ev] = used.events[i];
+      cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
+      while (cs.ok() && d->event_query(static_cast<cu::CUevent>(ev)) == cu::error_not_ready)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return;
+  }
   status ignored = status::success;
   for (std::size_t i = 0; i < used.n; ++i)
     sync_stream(*d, used.used[i].first, used.used[i].second, ignored);
@@ -319,20 +446,25 @@ status gpu_copy(std::span<const gpu_item> items) noexcept {
   return gpu_issue(items, g, false);
 }
 
+bool engine::watch_gpu(op_slot* s, gpu_streams& g) noexcept {
+  // Listed once issued: a reaper on another thread reads `g` only under gpu_mu_.
+  try {
+    std::lock_guard lk(gpu_mu_);
+    gpu_slots_.emplace_back(s, &g);
+    gpu_pending_.fetch_add(1, std::memory_order_release);
+  } catch (...) {
+    return false;
+  }
+  if (has_progress_thread()) wake();  // it watches the events while they are pending
+  return true;
+}
+
 void engine::gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept {
   const status st = gpu_issue(items, s->gpu_used, true);
   if (st == status::success && s->gpu_used.recorded > 0) {
-    // Listed once issued: a reaper on another thread reads gpu_used only under gpu_mu_.
-    try {
-      std::lock_guard lk(gpu_mu_);
-      gpu_slots_.push_back(s);
-      gpu_pending_.fetch_add(1, std::memory_order_release);
-    } catch (...) {  // out of memory: the copies are waited for here
-      gpu_wait(s->gpu_used);
-      flush_done(s);
-      return;
-    }
-    if (has_progress_thread()) wake();  // it watches the events while they are pending
+    if (watch_gpu(s, s->gpu_used)) return;
+    gpu_wait(s->gpu_used);  // out of memory: the copies are waited for here
+    flush_done(s);
     return;
   }
   s->fail(st);
@@ -340,42 +472,54 @@ void engine::gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept {
 }
 
 void engine::reap_gpu() noexcept {
-  std::array<std::pair<op_slot*, status>, 32> done{};
+  std::array<std::tuple<op_slot*, gpu_streams*, status>, 32> done{};
   std::size_t n = 0;
   {
     std::unique_lock lk(gpu_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return;  // another thread is reaping
     for (std::size_t i = 0; i < gpu_slots_.size() && n < done.size();) {
-      op_slot* s = gpu_slots_[i];
-      const status st = s->gpu_used.recorded > 0 ? gpu_query(s->gpu_used) : status::in_progress;
+      auto [s, g] = gpu_slots_[i];
+      const status st = g->recorded > 0 ? gpu_query(*g) : status::in_progress;
       if (st == status::in_progress) {
         ++i;
         continue;
       }
-      done[n++] = {s, st};
+      done[n++] = {s, g, st};
       gpu_slots_[i] = gpu_slots_.back();
       gpu_slots_.pop_back();
     }
   }
-  for (std::size_t i = 0; i < n; ++i) finish_gpu(done[i].first, done[i].second);
+  for (std::size_t i = 0; i < n; ++i)
+    finish_gpu(std::get<0>(done[i]), *std::get<1>(done[i]), std::get<2>(done[i]));
 }
 
-void engine::finish_gpu(op_slot* s, status st) noexcept {
+void engine::finish_gpu(op_slot* s, gpu_streams& g, status st) noexcept {
   gpu_pending_.fetch_sub(1, std::memory_order_acq_rel);
+  gpu_drop(g);  // a peer's events: closed here
   s->fail(st);
   flush_done(s);
 }
 
 void engine::wait_gpu(op_slot* s) noexcept {
+  std::array<gpu_streams*, 2> mine{};
+  std::size_t n = 0;
   {
     std::lock_guard lk(gpu_mu_);
-    auto it = std::find(gpu_slots_.begin(), gpu_slots_.end(), s);
-    if (it == gpu_slots_.end()) return;  // ended already
-    gpu_slots_.erase(it);
+    for (std::size_t i = 0; i < gpu_slots_.size();) {
+      if (gpu_slots_[i].first != s) {
+        ++i;
+        continue;
+      }
+      if (n < mine.size()) mine[n++] = gpu_slots_[i].second;
+      gpu_slots_[i] = gpu_slots_.back();
+      gpu_slots_.pop_back();
+    }
   }
-  gpu_wait(s->gpu_used);
-  const status st = gpu_query(s->gpu_used);
-  finish_gpu(s, st == status::in_progress ? status::backend : st);
+  for (std::size_t i = 0; i < n; ++i) {
+    gpu_wait(*mine[i]);
+    const status st = gpu_query(*mine[i]);
+    finish_gpu(s, *mine[i], st == status::in_progress ? status::backend : st);
+  }
 }
 
 }  // namespace nixl::ucx::detail

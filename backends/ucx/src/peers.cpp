@@ -172,6 +172,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
   p->host_copies = rec.host_copies;
+  p->copy_events = rec.copy_events;
   p->owner = this;
   // Data endpoints in UCX mode `peer` only when asked for (`ucx_peer`); NIXL's `peer` keeps
   // them in mode `none` and sees a failure through a watch (below).

@@ -134,6 +134,7 @@ void engine::run() noexcept {
     if (const std::int64_t t = now_ns(); t - last_local_check > 10'000'000) {
       last_local_check = t;
       check_local_peers();
+      reap_served(false);  // copies run for peers: their mappings go back once they ended
     }
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;

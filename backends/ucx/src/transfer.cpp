@@ -295,6 +295,9 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   std::vector<detail::gpu_item> gpu;
   std::vector<std::shared_ptr<detail::ipc_mapping>> maps;
   std::vector<detail::wire::copy_entry> copies;
+  void* copy_vram = nullptr;  // the first, and whether all are on its GPU
+  std::uint64_t copy_dev = 0;
+  bool copy_one_gpu = true;
   std::vector<chunk> chunks;
   items.reserve(local.size());
   const bool cuda_path = NIXL_UCX_WITH_CUDA != 0 && eng_->cfg().cuda_host_vram;
@@ -343,6 +346,11 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
         e.alloc_len = x.alloc_len;
         e.host_addr = rm.addr;
         e.len = l.len;
+        if (copies.empty()) {
+          copy_vram = reinterpret_cast<void*>(l.addr);
+          copy_dev = l.region->range.dev;
+        }
+        copy_one_gpu = copy_one_gpu && (copies.empty() || copies.front().uuid == e.uuid);
         copies.push_back(e);
         continue;
       }
@@ -383,8 +391,14 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   r.gpu_ = std::move(gpu);
   r.gpu_maps_ = std::move(maps);
   r.copies_ = copies.size();
+  // the peer answers once its copies are issued, with their events, where both sides can (and
+  // the events are opened in the context of the one GPU of this request's VRAM)
+  r.copy_ctx_ = nullptr;
+  if (!copies.empty() && copy_one_gpu && p.state->copy_events && detail::gpu_ipc_events())
+    if (const auto loc = detail::gpu::locate(copy_vram, copy_dev)) r.copy_ctx_ = loc->ctx;
   r.copy_msg_ = copies.empty() ? std::string()
-                               : detail::wire::encode_copy_request(op == xfer_op::write, copies);
+                               : detail::wire::encode_copy_request(op == xfer_op::write, copies,
+                                                                   r.copy_ctx_ != nullptr);
   if (!copies.empty())
     log::debug("UCX prepare: {} pair(s) of VRAM here and host memory of '{}' copied by the peer",
                copies.size(), p.state->name);

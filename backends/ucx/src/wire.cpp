@@ -12,15 +12,19 @@ namespace nixl::ucx::detail::wire {
 using nixl::detail::fnv1a;
 
 // Connection info: magic, version, FNV-1a of the body, then the body: the host identity,
-// the backend id, and the worker addresses (count, then each as length and bytes).
+// the backend id, the worker addresses (count, then each as length and bytes), and the host
+// copies flags: bit 0, it runs copy requests; bit 1, it reads a request's events flag (and
+// answers with events where its driver can export them; a peer that reads only 0 or 1 refuses
+// this blob with a clear error).
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
-                             std::span<const std::string> addresses, bool host_copies) {
+                             std::span<const std::string> addresses, bool host_copies,
+                             bool copy_events) {
   nixl::detail::writer body;
   id.encode(body);
   body.u64(uid);
   body.u32(static_cast<std::uint32_t>(addresses.size()));
   for (const std::string& a : addresses) body.bytes(a);
-  body.u8(host_copies ? 1 : 0);
+  body.u8(static_cast<std::uint8_t>((host_copies ? 1 : 0) | (host_copies && copy_events ? 2 : 0)));
   const std::string b = body.take();
   nixl::detail::writer w;
   w.u32(conn_magic);
@@ -49,9 +53,11 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
   for (std::uint32_t i = 0; i < n; ++i)
     r.addresses.push_back(in.bytes("worker address", max_address_size));
-  const std::uint8_t hc = in.u8("host copies flag");
-  if (hc > 1) in.fail("UCX connection info of '{}': host copies flag {} (0 or 1)", agent, hc);
-  r.host_copies = hc == 1;
+  const std::uint8_t hc = in.u8("host copies flags");
+  if (hc > 3 || hc == 2)
+    in.fail("UCX connection info of '{}': host copies flags {} (0, 1 or 3)", agent, hc);
+  r.host_copies = (hc & 1) != 0;
+  r.copy_events = (hc & 2) != 0;
   in.finish();
   return r;
 }
@@ -113,14 +119,16 @@ rkey_record parse_rkey(std::span<const std::byte> data) {
   return r;
 }
 
-// Copy request: version, token, direction, count, then per entry the peer's IPC handle (64),
-// its GPU's UUID (16), the offset in its allocation, the allocation's length, the host address
-// here and the length. Copy ack: version, token, status.
-std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries) {
+// Copy request: version, token, flags (bit 0: to the host; bit 1: answer with the events of the
+// copies), count, then per entry the peer's IPC handle (64), its GPU's UUID (16), the offset in
+// its allocation, the allocation's length, the host address here and the length. Copy ack:
+// version, token, status, and when the request asked for them and the copies run, a count
+// (at most gpu_streams::max) and the IPC handles (64 each) of the events recorded after them.
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries, bool events) {
   nixl::detail::writer w;
   w.u8(copy_version);
   w.u64(0);
-  w.u8(to_host ? 1 : 0);
+  w.u8(static_cast<std::uint8_t>((to_host ? 1 : 0) | (events ? 2 : 0)));
   w.u32(static_cast<std::uint32_t>(entries.size()));
   for (const copy_entry& e : entries) {
     w.raw(std::string_view(e.handle.data(), e.handle.size()));
@@ -146,9 +154,10 @@ copy_request parse_copy_request(std::string_view data) {
     in.fail("UCX copy request: version {} (this build reads {})", v, copy_version);
   copy_request r;
   r.token = in.u64("token");
-  const std::uint8_t dir = in.u8("direction");
-  if (dir > 1) in.fail("UCX copy request: direction {} (0 or 1)", dir);
-  r.to_host = dir == 1;
+  const std::uint8_t flags = in.u8("flags");
+  if (flags > 3) in.fail("UCX copy request: flags {} (0 to 3)", flags);
+  r.to_host = (flags & 1) != 0;
+  r.events = (flags & 2) != 0;
   constexpr std::size_t entry_size = 64 + 16 + 4 * 8;
   const std::uint32_t n = in.count("entry count", entry_size, max_copy_entries);
   r.entries.resize(n);
@@ -171,27 +180,43 @@ copy_request parse_copy_request(std::string_view data) {
   return r;
 }
 
-std::string encode_copy_ack(std::uint64_t token, status st) {
+std::string encode_copy_ack(std::uint64_t token, status st, const ipc_events* events) {
   nixl::detail::writer w;
   w.u8(copy_version);
   w.u64(token);
   w.u32(static_cast<std::uint32_t>(static_cast<std::int32_t>(st)));
+  if (events != nullptr && events->n > 0) {
+    w.u8(static_cast<std::uint8_t>(events->n));
+    for (std::size_t i = 0; i < events->n; ++i)
+      w.raw(std::string_view(events->handles[i].data(), events->handles[i].size()));
+  }
   return w.take();
 }
 
-std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept {
+std::optional<copy_ack> parse_copy_ack(std::string_view data) noexcept {
   try {
     nixl::detail::reader in(data, "UCX copy ack");
     if (in.u8("version") != copy_version) return std::nullopt;
-    const std::uint64_t token = in.u64("token");
+    copy_ack a;
+    a.token = in.u64("token");
     const auto code = static_cast<std::int32_t>(in.u32("status"));
+    if (in.remaining() > 0) {
+      const std::uint8_t n = in.u8("event count");
+      if (n == 0 || n > a.events.handles.size()) return std::nullopt;
+      for (std::uint8_t i = 0; i < n; ++i) {
+        const std::string_view h = in.raw("event handle", a.events.handles[i].size());
+        std::copy(h.begin(), h.end(), a.events.handles[i].begin());
+      }
+      a.events.n = n;
+    }
     in.finish();
     // only the statuses a copy can end with; anything else is a failure of the peer
-    status st = status::backend;
+    a.st = status::backend;
     for (status s : {status::success, status::invalid_param, status::not_supported,
                      status::not_found, status::backend, status::remote_disconnect})
-      if (static_cast<std::int32_t>(s) == code) st = s;
-    return std::pair{token, st};
+      if (static_cast<std::int32_t>(s) == code) a.st = s;
+    if (a.st != status::success) a.events.n = 0;
+    return a;
   } catch (...) {
     return std::nullopt;
   }

@@ -40,10 +40,12 @@ struct conn_record {
   std::uint64_t uid = 0;                    ///< the peer's backend among those of its process
   std::vector<std::string_view> addresses;  ///< UCX worker addresses, views into the blob
   bool host_copies = false;  ///< runs copy requests (its host memory <-> a peer's VRAM)
+  bool copy_events = false;  ///< answers them with the events of its copies when asked
 };
 
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
-                             std::span<const std::string> addresses, bool host_copies);
+                             std::span<const std::string> addresses, bool host_copies,
+                             bool copy_events);
 /// Throws nixl::error(mismatch) naming `agent` and the bad field.
 conn_record parse_conn_info(std::string_view agent, std::string_view blob);
 
@@ -74,15 +76,26 @@ struct copy_entry {
 struct copy_request {
   std::uint64_t token = 0;
   bool to_host = false;
+  /// Answer as soon as the copies are issued, with the events recorded after them, instead of
+  /// after they ended.
+  bool events = false;
   std::vector<copy_entry> entries;
 };
 /// Without the token (written at post by `set_copy_token`).
-std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries);
+std::string encode_copy_request(bool to_host, std::span<const copy_entry> entries, bool events);
 void set_copy_token(std::string& msg, std::uint64_t token) noexcept;
 /// Throws nixl::error(mismatch) naming the bad field.
 copy_request parse_copy_request(std::string_view data);
-std::string encode_copy_ack(std::uint64_t token, status st);
-std::optional<std::pair<std::uint64_t, status>> parse_copy_ack(std::string_view data) noexcept;
+/// A copy request's answer: `success` with events means issued (they end when the events say),
+/// without events done.
+struct copy_ack {
+  std::uint64_t token = 0;
+  status st = status::backend;
+  ipc_events events;
+};
+std::string encode_copy_ack(std::uint64_t token, status st, const ipc_events* events = nullptr);
+/// Empty when the bytes are not an answer of this format (events only with success).
+std::optional<copy_ack> parse_copy_ack(std::string_view data) noexcept;
 
 /// The prefix of every notification an agent sends: version, sender name.
 std::string notif_prefix(std::string_view agent);

@@ -36,6 +36,9 @@ struct CUuuid {
 struct CUipcMemHandle {
   char reserved[64];
 };
+struct CUipcEventHandle {
+  char reserved[64];
+};
 
 inline constexpr CUresult success = 0;
 inline constexpr CUresult error_deinitialized = 4;          // CUDA_ERROR_DEINITIALIZED
@@ -48,6 +51,8 @@ inline constexpr unsigned host_alloc_portable = 1;          // CU_MEMHOSTALLOC_P
 inline constexpr unsigned host_register_portable = 1;       // CU_MEMHOSTREGISTER_PORTABLE
 inline constexpr unsigned stream_non_blocking = 1;          // CU_STREAM_NON_BLOCKING
 inline constexpr unsigned ipc_lazy_enable_peer_access = 1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+/// CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS: an event another process can open.
+inline constexpr unsigned event_ipc_flags = 2 | 4;
 
 /// The primary context and copy stream of one device (made on first use, kept for the
 /// process: the driver tears them down at exit).
@@ -93,6 +98,8 @@ struct driver {
   CUresult (*ipc_get)(CUipcMemHandle*, CUdeviceptr) = nullptr;
   CUresult (*ipc_open)(CUdeviceptr*, CUipcMemHandle, unsigned) = nullptr;
   CUresult (*ipc_close)(CUdeviceptr) = nullptr;
+  CUresult (*ipc_event_get)(CUipcEventHandle*, CUevent) = nullptr;
+  CUresult (*ipc_event_open)(CUevent*, CUipcEventHandle) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;  // device memory views
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
 
@@ -232,6 +239,8 @@ struct driver {
     want(ipc_get, "cuIpcGetMemHandle");
     want(ipc_open, "cuIpcOpenMemHandle_v2");
     want(ipc_close, "cuIpcCloseMemHandle");
+    want(ipc_event_get, "cuIpcGetEventHandle");
+    want(ipc_event_open, "cuIpcOpenEventHandle");
     want(mem_alloc, "cuMemAlloc_v2");
     want(mem_free, "cuMemFree_v2");
     if (const CUresult r = init(0); r != success) {

@@ -419,25 +419,28 @@ TEST_CASE("ucx copy requests: round trip and malformed requests and answers") {
     es[i].host_addr = 0x10000 + 0x1000 * i;
     es[i].len = 4096;
   }
-  std::string msg = wire::encode_copy_request(true, es);
+  std::string msg = wire::encode_copy_request(true, es, false);
   wire::set_copy_token(msg, 0x1122334455667788ull);
   const auto req = wire::parse_copy_request(msg);
   CHECK(req.token == 0x1122334455667788ull);
   CHECK(req.to_host);
+  CHECK_FALSE(req.events);
   REQUIRE(req.entries.size() == 3);
   CHECK(req.entries[2].handle == es[2].handle);
   CHECK(req.entries[2].uuid == es[2].uuid);
   CHECK(req.entries[2].vram_offset == 8192);
   CHECK(req.entries[2].host_addr == 0x12000);
   CHECK(req.entries[2].len == 4096);
-  CHECK_FALSE(wire::parse_copy_request(wire::encode_copy_request(false, es)).to_host);
+  const auto evreq = wire::parse_copy_request(wire::encode_copy_request(false, es, true));
+  CHECK_FALSE(evreq.to_host);
+  CHECK(evreq.events);
   auto code = [](const std::string& b) {
     return code_of([&] { (void)wire::parse_copy_request(b); });
   };
   auto with = [&](auto change) {
     auto v = es;
     change(v[1]);
-    return wire::encode_copy_request(false, v);
+    return wire::encode_copy_request(false, v, false);
   };
   CHECK(code(with([](wire::copy_entry& e) { e.len = 0; })) == status::mismatch);
   CHECK(code(with([](wire::copy_entry& e) { e.vram_offset = e.alloc_len; })) == status::mismatch);
@@ -448,7 +451,7 @@ TEST_CASE("ucx copy requests: round trip and malformed requests and answers") {
   CHECK(code(msg.substr(0, msg.size() - 1)) == status::mismatch);
   CHECK(code(msg + "x") == status::mismatch);
   std::string bad_dir = msg;
-  bad_dir[9] = 2;  // version (1), token (8), direction
+  bad_dir[9] = 4;  // version (1), token (8), flags: only bits 0 and 1 exist
   CHECK(code(bad_dir) == status::mismatch);
   std::string huge = msg;
   huge[10] = huge[11] = huge[12] = huge[13] = '\xff';  // count far above what the bytes hold
@@ -456,12 +459,51 @@ TEST_CASE("ucx copy requests: round trip and malformed requests and answers") {
   // answers: token and status; an unknown status is a failure of the peer; garbage is dropped
   const auto ack = wire::parse_copy_ack(wire::encode_copy_ack(7, status::success));
   REQUIRE(ack.has_value());
-  CHECK(ack->first == 7);
-  CHECK(ack->second == status::success);
-  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(8, status::invalid_param))->second ==
+  CHECK(ack->token == 7);
+  CHECK(ack->st == status::success);
+  CHECK(ack->events.n == 0);
+  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(8, status::invalid_param))->st ==
         status::invalid_param);
-  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(9, status::in_progress))->second ==
-        status::backend);
+  CHECK(wire::parse_copy_ack(wire::encode_copy_ack(9, status::in_progress))->st == status::backend);
   CHECK_FALSE(wire::parse_copy_ack("junk").has_value());
+  // an answer with the events of the copies: count (1 to 8) and handles
+  nixl::ucx::detail::ipc_events ev;
+  ev.n = 2;
+  ev.handles[0].fill('a');
+  ev.handles[1].fill('b');
+  const std::string with_ev = wire::encode_copy_ack(10, status::success, &ev);
+  const auto evack = wire::parse_copy_ack(with_ev);
+  REQUIRE(evack.has_value());
+  CHECK(evack->token == 10);
+  CHECK(evack->st == status::success);
+  REQUIRE(evack->events.n == 2);
+  CHECK(evack->events.handles[1] == ev.handles[1]);
+  CHECK_FALSE(wire::parse_copy_ack(with_ev.substr(0, with_ev.size() - 1)).has_value());
+  CHECK_FALSE(wire::parse_copy_ack(with_ev + "x").has_value());
+  std::string many = with_ev;
+  many[13] = 9;  // version (1), token (8), status (4), count: more than 8 streams
+  CHECK_FALSE(wire::parse_copy_ack(many).has_value());
+  many[13] = 0;
+  CHECK_FALSE(wire::parse_copy_ack(many).has_value());
+  // a failure carries no events, whatever the bytes say
+  const auto failed = wire::parse_copy_ack(wire::encode_copy_ack(11, status::backend, &ev));
+  REQUIRE(failed.has_value());
+  CHECK(failed->events.n == 0);
   CHECK_FALSE(wire::parse_copy_ack(wire::encode_copy_ack(7, status::success) + "x").has_value());
+}
+
+// The connection info's host copies flags: bit 0 runs copy requests, bit 1 reads their events
+// flag (answers once the copies are issued, with their events).
+TEST_CASE("ucx connection info: host copies flags") {
+  namespace wire = nixl::ucx::detail::wire;
+  const std::vector<std::string> addrs{"worker-address"};
+  const auto& id = nixl::detail::host_identity::self();
+  for (const auto& [copies, events] : {std::pair{false, false}, std::pair{true, false},
+                                       std::pair{true, true}, std::pair{false, true}}) {
+    const auto r =
+        wire::parse_conn_info("peer", wire::encode_conn_info(id, 5, addrs, copies, events));
+    CHECK(r.uid == 5);
+    CHECK(r.host_copies == copies);
+    CHECK(r.copy_events == (copies && events));  // events only with copies
+  }
 }

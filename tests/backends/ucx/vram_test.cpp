@@ -140,6 +140,33 @@ struct vram_pair {
 
 }  // namespace
 
+/// VRAM of GPU 0 here and the host memory of a peer process (`size` bytes; `alloc`: from its
+/// backend::allocate, else its heap): an initiator with its UCX backend, its VRAM registered,
+/// the peer's metadata loaded.
+struct vram_and_peer_host {
+  peer_process t;
+  cuda_test::gpu_buffer mine;
+  ucx_agent in{"initiator"};
+  std::uintptr_t ta = 0;  ///< the peer's buffer
+  vram_and_peer_host(std::size_t size, bool alloc)
+      : t(NIXL_UCX_PEER_EXE,
+          alloc ? std::vector<std::string>{"target", std::to_string(size), "--alloc"}
+                : std::vector<std::string>{"target", std::to_string(size)}),
+        mine(size, 0) {
+    in.create_backend<nixl::ucx::backend>();
+    in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
+    REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
+    ta = t.remote_addr();
+  }
+  /// Fills the VRAM with pattern `seed` and returns it.
+  std::vector<std::uint8_t> upload(std::uint32_t seed) {
+    std::vector<std::uint8_t> pat(mine.n);
+    cuda_test::fill(pat, seed);
+    mine.upload(pat);
+    return pat;
+  }
+};
+
 TEST_CASE("ucx vram: registration, metadata and refusal of bad ranges", "[ucx][vram]") {
   NEED_UCX_VRAM();
   for (int dev = 0; dev < std::min(gpu_count(), 2); ++dev) {
@@ -429,18 +456,9 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   const bool shared = GENERATE(true, false);
   INFO((shared ? "peer memory from backend::allocate" : "peer memory from the heap"));
   const std::size_t size = std::size_t{4} << 20;
-  std::vector<std::string> args{"target", std::to_string(size)};
-  if (shared) args.push_back("--alloc");
-  peer_process t(NIXL_UCX_PEER_EXE, args);
-  cuda_test::gpu_buffer mine(size, 0);
-  ucx_agent in("initiator");
-  in.create_backend<nixl::ucx::backend>();
-  in.register_memory(cuda_test::reg(mem_kind::vram, mine.addr(), size, 0));
-  REQUIRE(in.load_remote_metadata(t.metadata()) == "target");
-  const std::uintptr_t ta = t.remote_addr();
-  std::vector<std::uint8_t> pat(size);
-  cuda_test::fill(pat, 31);
-  mine.upload(pat);
+  vram_and_peer_host v(size, shared);
+  auto& [t, mine, in, ta] = v;
+  const std::vector<std::uint8_t> pat = v.upload(31);
   auto w = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, size, 0, 0),
                              blocks(mem_kind::dram, ta, 1, size, 0, 0), "target", {.notif = "d2h"});
   REQUIRE(w.get_if<nixl::ucx::backend>() != nullptr);
@@ -459,6 +477,9 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   REQUIRE(wait(r) == status::success);
   const auto got = mine.download(0, nb * bl);
   CHECK(holds_blocks(got.data(), nb, bl, 2 * bl, 33));
+  // the peer answered both copy requests once its copies were issued, with the events after
+  // them, waited on here: no thread of the peer waited for its GPU
+  CHECK(in.get_backend<nixl::ucx::backend>().peer_copies_issued() == (shared ? 0 : 2));
   // host_vram_copy=ucx here: neither the driver nor the peer copies, UCX does
   ucx_agent u("initiator-ucx");
   u.create_backend<nixl::ucx::backend>({{"host_vram_copy", "ucx"}});
@@ -472,6 +493,59 @@ TEST_CASE("ucx vram: two processes, VRAM here <-> the peer's host memory", "[ucx
   (void)uw.post();
   REQUIRE(wait(uw) == status::success);
   CHECK(t.ask(ucx_test::sum_cmd(0, size)) == ucx_test::sum_of(pat.data(), size));
+}
+
+// The peer copies between its heap and this GPU (copy requests): it answers once its copies are
+// issued, with the events after them, and this process waits on those. Requests overlap, each
+// ends with its data in place and its notification after it, and a release in flight waits
+// for the peer's copies once they were answered.
+TEST_CASE("ucx vram: the peer's copies in flight: four requests at once, release in flight",
+          "[ucx][vram]") {
+  NEED_UCX_VRAM();
+  constexpr std::size_t k = 4, part = std::size_t{16} << 20, n = k * part;
+  vram_and_peer_host v(n, false);
+  auto& [t, mine, in, ta] = v;
+  const std::vector<std::uint8_t> pat = v.upload(41);
+  std::vector<ucx_agent::xfer_request> rs;
+  for (std::size_t i = 0; i < k; ++i) {
+    rs.push_back(in.create_request(xfer_op::write,
+                                   blocks(mem_kind::vram, mine.addr() + i * part, 1, part, 0, 0),
+                                   blocks(mem_kind::dram, ta + i * part, 1, part, 0, 0), "target",
+                                   {.notif = "part-" + std::to_string(i)}));
+    REQUIRE(rs.back().get_if<nixl::ucx::backend>()->backend_state().peer_copies() == 1);
+  }
+  for (auto& r : rs) {
+    const status st = r.post();
+    REQUIRE((st == status::in_progress || st == status::success));
+  }
+  for (auto& r : rs) REQUIRE(wait(r) == status::success);
+  auto notes = ucx_test::target_notifs(t, k);
+  REQUIRE(notes.size() == k);
+  std::vector<std::string> got;
+  for (auto& [from, msg] : notes) got.push_back(msg);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"part-0", "part-1", "part-2", "part-3"});
+  CHECK(t.ask(ucx_test::sum_cmd(0, n)) == ucx_test::sum_of(pat.data(), n));
+  CHECK(in.get_backend<nixl::ucx::backend>().peer_copies_issued() == k);
+  // READ the whole 64 MiB back into the GPU, then release a WRITE in flight
+  REQUIRE(t.ask(fmt::format("FILL 0 {} 43", n)) == "OK");
+  auto r = in.create_request(xfer_op::read, blocks(mem_kind::vram, mine.addr(), 1, n, 0, 0),
+                             blocks(mem_kind::dram, ta, 1, n, 0, 0), "target");
+  (void)r.post();
+  REQUIRE(wait(r) == status::success);
+  const auto want = mine.download(0, n);
+  CHECK(holds_blocks(want.data(), 1, n, 0, 43));
+  auto w = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, n, 0, 0),
+                             blocks(mem_kind::dram, ta, 1, n, 0, 0), "target");
+  (void)w.post();
+  CHECK(w.release() == status::success);
+  // whatever release left in flight ends: the peer still answers, and its memory holds either
+  // side's bytes only (checked by a later request that must succeed)
+  auto again = in.create_request(xfer_op::write, blocks(mem_kind::vram, mine.addr(), 1, n, 0, 0),
+                                 blocks(mem_kind::dram, ta, 1, n, 0, 0), "target");
+  (void)again.post();
+  REQUIRE(wait(again) == status::success);
+  CHECK(t.ask(ucx_test::sum_cmd(0, n)) == ucx_test::sum_of(want.data(), n));
 }
 
 TEST_CASE("ucx vram: an agent with UCX and CUDA moves VRAM through CUDA, DRAM through UCX",

@@ -128,6 +128,7 @@ class backend {
           gpu_maps_(std::move(o.gpu_maps_)),
           copy_msg_(std::move(o.copy_msg_)),
           copies_(o.copies_),
+          copy_ctx_(std::exchange(o.copy_ctx_, nullptr)),
           chunks_(std::move(o.chunks_)),
           slot_(std::exchange(o.slot_, nullptr)),
           peer_(std::exchange(o.peer_, nullptr)),
@@ -142,6 +143,7 @@ class backend {
       gpu_maps_ = std::move(o.gpu_maps_);
       copy_msg_ = std::move(o.copy_msg_);
       copies_ = o.copies_;
+      copy_ctx_ = std::exchange(o.copy_ctx_, nullptr);
       chunks_ = std::move(o.chunks_);
       slot_ = std::exchange(o.slot_, nullptr);
       peer_ = std::exchange(o.peer_, nullptr);
@@ -180,6 +182,7 @@ class backend {
     std::vector<std::shared_ptr<detail::ipc_mapping>> gpu_maps_;
     std::string copy_msg_;       ///< the copy request for the peer's copies (empty: none)
     std::size_t copies_ = 0;     ///< descriptor pairs in it
+    void* copy_ctx_ = nullptr;   ///< the CUDA context of its VRAM (where answers are waited on)
     std::vector<chunk> chunks_;  ///< empty: one chunk, all items on `worker_`
     detail::op_slot* slot_ = nullptr;
     detail::peer_state* peer_ = nullptr;
@@ -285,6 +288,9 @@ class backend {
   /// While `on`, the progress thread leaves the posts handed to it queued (post_thread): a status
   /// check of the request or its release takes them. A diagnostic, for tests of that hand-over.
   void hold_thread_posts(bool on) noexcept { eng_->hold_posts(on); }
+  /// How many of this backend's copy requests the peer answered once their copies were issued
+  /// (with the events after them, waited on here), rather than once they ended. A diagnostic.
+  std::uint64_t peer_copies_issued() const noexcept { return eng_->peer_copies_issued(); }
   /// True once `p` is known to be gone.
   static bool peer_failed(const peer& p) noexcept { return p.failed(); }
 
@@ -336,7 +342,7 @@ inline status backend::post(request& r, notif_arg notif) noexcept {
   if (gpu) eng_->gpu_start(s, r.gpu_);
   // VRAM here and host memory of the peer: the peer copies, and answers while this request's
   // puts move the rest; the notification goes out once both are done.
-  if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_);
+  if (copy) eng_->delegate_copy(s, r.peer_, r.worker_, r.copy_msg_, r.copy_ctx_);
 
   if (r.on_thread_ && queue_parts(r)) return status::in_progress;
   if (r.chunks_.empty()) {

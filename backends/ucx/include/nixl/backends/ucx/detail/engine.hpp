@@ -93,6 +93,10 @@ struct op_slot : nixl::detail::completion {
   std::atomic<std::int64_t> copy_deadline_ns{0};
   /// The streams of this request's DRAM <-> VRAM driver copies and the events after them.
   gpu_streams gpu_used;
+  /// The peer's copies for this request (a copy request answered with events): those events,
+  /// opened here in `copy_ctx` (the context of this request's VRAM).
+  gpu_streams peer_copy;
+  void* copy_ctx = nullptr;
   /// A post handed to the progress thread (engine::queue_post): its parts (the descriptors
   /// stay the request's), gets or puts, and where it stands: post_idle, post_queued (whoever
   /// claims it first posts it: the thread, a status check of the request, or release, which
@@ -139,6 +143,8 @@ struct peer_state {
   std::atomic<bool> cma_refused{false};
   /// The peer runs copy requests: its host memory <-> this process's VRAM (connection info).
   bool host_copies = false;
+  /// It answers copy requests with the events of its copies, once issued (connection info).
+  bool copy_events = false;
   /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).
   std::shared_ptr<const std::atomic<bool>> local_alive;
   std::atomic<std::int64_t> next_probe_ns{0};
@@ -372,7 +378,9 @@ class engine {
   /// Sends copy request `msg` (encoded without its token) of posted slot `s` to `p` on worker
   /// `w`, without waiting: the answer (or the send's failure, the peer's failure, or
   /// `copy_deadline` seen by `expire_copy`) ends one of the slot's counts, as a flush does.
-  void delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg) noexcept;
+  /// `ctx`: the context of the request's VRAM, where the events of an answer are opened.
+  void delegate_copy(op_slot* s, peer_state* p, std::uint32_t w, std::string& msg,
+                     void* ctx) noexcept;
   /// Issues the driver copies of posted slot `s` without waiting: their end is one of the
   /// slot's counts, ended by `reap_gpu` (or here, when they ended before this returns).
   void gpu_start(op_slot* s, std::span<const gpu_item> items) noexcept;
@@ -387,6 +395,9 @@ class engine {
   void expire_copy(op_slot* s) noexcept;
   /// Ends the copy request of `token`, if still awaited, with failure `st`.
   void fail_copy(std::uint64_t token, status st) noexcept;
+  std::uint64_t peer_copies_issued() const noexcept {
+    return copies_issued_.load(std::memory_order_relaxed);
+  }
   /// Ends every awaited copy request to `p` with remote_disconnect (`p` failed).
   void fail_copies_of(const peer_state* p) noexcept;
   /// Host memory registered with this backend (the ranges a copy request may touch).
@@ -436,7 +447,17 @@ class engine {
                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
   static ucs_status_t on_copy_ack(void* arg, const void* header, std::size_t header_len, void* data,
                                   std::size_t len, const ucp_am_recv_param_t* param) noexcept;
-  status run_copy(std::string_view data, std::uint64_t& token) noexcept;
+  /// Runs a copy request: issues its copies and, when the request asked for them, returns the
+  /// events after them in `events` without waiting (served_); else waits for the copies.
+  status run_copy(std::string_view data, std::uint64_t& token, ipc_events& events) noexcept;
+  /// Copies run for peers, until their events say they ended: what they use (the peers'
+  /// mappings) is kept until then.
+  struct served_copy {
+    gpu_streams g;
+    std::vector<std::shared_ptr<ipc_mapping>> keep;
+  };
+  /// Forgets the served copies that ended; with `all`, waits for every one first.
+  void reap_served(bool all) noexcept;
 
   config cfg_;
   std::string agent_name_;
@@ -481,17 +502,22 @@ class engine {
   // process's table of CUDA IPC mappings with this engine as keeper
   std::mutex copy_mu_;
   std::multimap<std::uintptr_t, std::size_t> host_regions_;
-  std::map<std::uint64_t, op_slot*> copy_waiters_;  ///< copy requests awaiting their answer
-  /// Slots whose driver copies run (gpu_start), and how many.
+  std::map<std::uint64_t, op_slot*> copy_waiters_;    ///< copy requests awaiting their answer
+  std::vector<std::unique_ptr<served_copy>> served_;  ///< copies run for peers, in flight
+  /// Slots whose driver copies (gpu_used) or peer's copies (peer_copy) run, and how many: one
+  /// count of the slot each.
   std::mutex gpu_mu_;
-  std::vector<op_slot*> gpu_slots_;
+  std::vector<std::pair<op_slot*, gpu_streams*>> gpu_slots_;
   std::atomic<int> gpu_pending_{0};
-  void finish_gpu(op_slot* s, status st) noexcept;
+  /// Lists `g` of `s` as running (false: out of memory; nothing listed).
+  bool watch_gpu(op_slot* s, gpu_streams& g) noexcept;
+  void finish_gpu(op_slot* s, gpu_streams& g, status st) noexcept;
   /// Takes the waiter of `token` out of copy_waiters_; null when its answer was handled.
   op_slot* take_copy_waiter(std::uint64_t token) noexcept;
   /// Ends `s`'s copy count with `st` (success, or the first failure of the request).
   static void copy_done(op_slot* s, status st) noexcept;
   std::atomic<std::uint64_t> copy_token_{1};
+  std::atomic<std::uint64_t> copies_issued_{0};  ///< answers with events (peer_copies_issued)
 
   std::mutex post_mu_;
   std::vector<op_slot*> post_queue_;  ///< posts the progress thread makes (queue_post)

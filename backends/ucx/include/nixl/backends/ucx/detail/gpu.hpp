@@ -55,31 +55,53 @@ struct host_map_slot {
 };
 
 /// The streams (context, stream) that a request's driver copies went out on, and an event per
-/// stream recorded after them (created at the first use, kept for the next; destroyed with
-/// this object).
+/// stream recorded after them. Whose events they are (`from`): this object's own (created at the
+/// first use, kept for the next, destroyed with this object), the process's shared ring (copies
+/// run for another process, which waits on the same events: never destroyed), or another
+/// process's events opened here (destroyed by gpu_drop or with this object).
 struct gpu_streams {
   static constexpr std::size_t max = 8;
+  enum class owner : std::uint8_t { own, ring, imported };
   std::array<std::pair<void*, void*>, max> used{};
   std::array<std::pair<void*, void*>, max> events{};  ///< (context, event)
   std::size_t n = 0;
   std::size_t recorded = 0;  ///< events recorded after the last issue
+  owner from = owner::own;
   gpu_streams() = default;
   gpu_streams(const gpu_streams&) = delete;
   gpu_streams& operator=(const gpu_streams&) = delete;
   ~gpu_streams();
 };
 
+/// The CUDA IPC handles of the events recorded after copies this process runs for another one
+/// (an answer to its copy request), one per stream used.
+struct ipc_events {
+  std::array<std::array<char, 64>, gpu_streams::max> handles{};
+  std::size_t n = 0;
+};
+
 /// Issues the copies of `items`. With `record`, it does not wait: an event after them on each
-/// stream used (`g.recorded`) tells their end to `gpu_query`. It waits instead without
-/// `record`, for the streams beyond the 8 it tracks, for a stream whose event cannot be
-/// recorded, and, after an error (`backend`), for everything issued.
-status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record) noexcept;
-/// Whether the copies of the last gpu_issue have ended: in_progress, success, or backend (an
-/// event reported an error).
+/// stream used (`g.recorded`) tells their end to `gpu_query`. With `shared` too, those events
+/// come from the process's ring of interprocess events and their handles go to `shared`, so
+/// that another process can wait on them (gpu_import). It waits instead without `record`, for
+/// the streams beyond the 8 it tracks, for a stream whose event cannot be recorded, and, after
+/// an error (`backend`), for everything issued.
+status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record,
+                 ipc_events* shared = nullptr) noexcept;
+/// Whether the copies of the last gpu_issue (or those whose events gpu_import opened) have
+/// ended: in_progress, success, or backend (an event reported an error).
 status gpu_query(gpu_streams& g) noexcept;
-/// Waits for the copies issued on `g`.
+/// Waits for the copies issued on `g` (or those whose events gpu_import opened).
 void gpu_wait(const gpu_streams& g) noexcept;
 /// Copies every item and waits for them (the data is in place on `success`).
 status gpu_copy(std::span<const gpu_item> items) noexcept;
+/// Whether this process can export (gpu_issue with `shared`) and open (gpu_import) the events
+/// of copies run for another process.
+bool gpu_ipc_events() noexcept;
+/// Opens another process's events `ev` in context `ctx` into `g` (empty before), so that
+/// gpu_query and gpu_wait tell when its copies end; backend when one cannot be opened.
+status gpu_import(const ipc_events& ev, void* ctx, gpu_streams& g) noexcept;
+/// Closes the events gpu_import opened in `g` and empties it.
+void gpu_drop(gpu_streams& g) noexcept;
 
 }  // namespace nixl::ucx::detail

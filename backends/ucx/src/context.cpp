@@ -246,7 +246,6 @@ engine::~engine() {
     std::lock_guard lk(gpu_mu_);
     for (auto [s, g] : gpu_slots_) gpu_wait(*g);
   }
-  reap_served(true);  // and so do the copies run for peers (into this process's memory)
   if (thread_.joinable()) {
     stop_.store(true);
     wake();
@@ -278,7 +277,9 @@ engine::~engine() {
   drain_deferred(true);
   wake_fd_.reset();
   epoll_fd_.reset();
-  // peers' VRAM that copy requests opened here and that stayed open for the next one
+  // copies run for peers (into this process's memory) end too, once no worker can take more;
+  // then the peers' VRAM that copy requests opened here and that stayed open for the next one
+  reap_served(true);
   nixl::detail::cu::ipc_table::get().close_idle(this);
 }
 

@@ -25,7 +25,8 @@ constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
 constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
 // Connection info: 2 added the IPC and network namespaces, 3 the host identity of
 // nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix, 4
-// the flag that the backend runs host copies for its peers (copy requests below).
+// the flag that the backend runs host copies for its peers (copy requests below); the flag's
+// bit 1 (value 3) came later within 4: it reads a copy request's events flag.
 constexpr std::uint8_t conn_version = 4;
 // Region data: 2 is the FNV-1a offset basis fix, 3 added the CUDA IPC export of VRAM.
 constexpr std::uint8_t rkey_version = 3;

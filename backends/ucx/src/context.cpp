@@ -223,8 +223,7 @@ engine::engine(const config& cfg, const backend_context& bctx)
     ucp_worker_release_address(w, addr);
   }
 
-  // bit 1: this build reads the events flag (it answers without events when the driver cannot)
-  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies(), true);
+  conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies(), want_thread);
   notif_prefix_ = wire::notif_prefix(agent_name_);
 
   connect_self();

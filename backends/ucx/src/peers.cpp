@@ -172,7 +172,6 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   auto p = std::make_unique<peer_state>();
   p->name = std::string(name);
   p->host_copies = rec.host_copies;
-  p->copy_events = rec.copy_events;
   p->owner = this;
   // Data endpoints in UCX mode `peer` only when asked for (`ucx_peer`); NIXL's `peer` keeps
   // them in mode `none` and sees a failure through a watch (below).
@@ -252,7 +251,11 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   if (cfg_.cma_host_dram && same_host && rec.id.pid != 0 &&
       std::all_of(p->eps.begin(), p->eps.end(), [](ucp_ep_h e) { return has_lane(e, "cma"); }))
     p->cma_pid = static_cast<int>(rec.id.pid);
-  p->shm = p->cma_pid != 0 && !same_process && cfg_.shm_min_size > 0;
+  // UCX's shared-memory protocol needs the target's worker progressed throughout: another
+  // process that says it runs a progress thread (an agent of this process may be progressed by
+  // no one while this one polls its own request; a peer without the thread, only when its
+  // application polls)
+  p->shm = p->cma_pid != 0 && !same_process && rec.progress_thread && cfg_.shm_min_size > 0;
   if (watch) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

@@ -394,7 +394,7 @@ void backend::prepare(request& r, xfer_op op, std::span<const bound_desc<region>
   // the peer answers once its copies are issued, with their events, where both sides can (and
   // the events are opened in the context of the one GPU of this request's VRAM)
   r.copy_ctx_ = nullptr;
-  if (!copies.empty() && copy_one_gpu && p.state->copy_events && detail::gpu_ipc_events())
+  if (!copies.empty() && copy_one_gpu && detail::gpu_ipc_events())
     if (const auto loc = detail::gpu::locate(copy_vram, copy_dev)) r.copy_ctx_ = loc->ctx;
   r.copy_msg_ = copies.empty() ? std::string()
                                : detail::wire::encode_copy_request(op == xfer_op::write, copies,

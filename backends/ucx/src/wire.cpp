@@ -12,19 +12,17 @@ namespace nixl::ucx::detail::wire {
 using nixl::detail::fnv1a;
 
 // Connection info: magic, version, FNV-1a of the body, then the body: the host identity,
-// the backend id, the worker addresses (count, then each as length and bytes), and the host
-// copies flags: bit 0, it runs copy requests; bit 1, it reads a request's events flag (and
-// answers with events where its driver can export them; a peer that reads only 0 or 1 refuses
-// this blob with a clear error).
+// the backend id, the worker addresses (count, then each as length and bytes), and the flags:
+// bit 0, it runs copy requests; bit 1, it runs a progress thread.
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
                              std::span<const std::string> addresses, bool host_copies,
-                             bool copy_events) {
+                             bool progress_thread) {
   nixl::detail::writer body;
   id.encode(body);
   body.u64(uid);
   body.u32(static_cast<std::uint32_t>(addresses.size()));
   for (const std::string& a : addresses) body.bytes(a);
-  body.u8(static_cast<std::uint8_t>((host_copies ? 1 : 0) | (host_copies && copy_events ? 2 : 0)));
+  body.u8(static_cast<std::uint8_t>((host_copies ? 1 : 0) | (progress_thread ? 2 : 0)));
   const std::string b = body.take();
   nixl::detail::writer w;
   w.u32(conn_magic);
@@ -53,11 +51,10 @@ conn_record parse_conn_info(std::string_view agent, std::string_view blob) {
   if (n == 0) in.fail("UCX connection info of '{}': no worker address", agent);
   for (std::uint32_t i = 0; i < n; ++i)
     r.addresses.push_back(in.bytes("worker address", max_address_size));
-  const std::uint8_t hc = in.u8("host copies flags");
-  if (hc > 3 || hc == 2)
-    in.fail("UCX connection info of '{}': host copies flags {} (0, 1 or 3)", agent, hc);
-  r.host_copies = (hc & 1) != 0;
-  r.copy_events = (hc & 2) != 0;
+  const std::uint8_t flags = in.u8("flags");
+  if (flags > 3) in.fail("UCX connection info of '{}': flags {} (0 to 3)", agent, flags);
+  r.host_copies = (flags & 1) != 0;
+  r.progress_thread = (flags & 2) != 0;
   in.finish();
   return r;
 }

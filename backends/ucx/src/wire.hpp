@@ -25,9 +25,9 @@ constexpr std::uint32_t conn_magic = 0x4355584e;  // "NXUC"
 constexpr std::uint32_t rkey_magic = 0x5255584e;  // "NXUR"
 // Connection info: 2 added the IPC and network namespaces, 3 the host identity of
 // nixl/detail/host_identity.hpp (host name, process token) and the FNV-1a offset basis fix, 4
-// the flag that the backend runs host copies for its peers (copy requests below); the flag's
-// bit 1 (value 3) came later within 4: it reads a copy request's events flag.
-constexpr std::uint8_t conn_version = 4;
+// the flag that the backend runs host copies for its peers (copy requests below), 5 the flag
+// that it runs a progress thread (and a copy request's events flag, read by every peer of 5).
+constexpr std::uint8_t conn_version = 5;
 // Region data: 2 is the FNV-1a offset basis fix, 3 added the CUDA IPC export of VRAM.
 constexpr std::uint8_t rkey_version = 3;
 constexpr std::uint8_t notif_version = 1;
@@ -40,13 +40,13 @@ struct conn_record {
   nixl::detail::host_identity id;
   std::uint64_t uid = 0;                    ///< the peer's backend among those of its process
   std::vector<std::string_view> addresses;  ///< UCX worker addresses, views into the blob
-  bool host_copies = false;  ///< runs copy requests (its host memory <-> a peer's VRAM)
-  bool copy_events = false;  ///< answers them with the events of its copies when asked
+  bool host_copies = false;      ///< runs copy requests (its host memory <-> a peer's VRAM)
+  bool progress_thread = false;  ///< progresses its workers by itself (a progress thread)
 };
 
 std::string encode_conn_info(const nixl::detail::host_identity& id, std::uint64_t uid,
                              std::span<const std::string> addresses, bool host_copies,
-                             bool copy_events);
+                             bool progress_thread);
 /// Throws nixl::error(mismatch) naming `agent` and the bad field.
 conn_record parse_conn_info(std::string_view agent, std::string_view blob);
 

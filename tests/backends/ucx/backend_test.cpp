@@ -492,18 +492,17 @@ TEST_CASE("ucx copy requests: round trip and malformed requests and answers") {
   CHECK_FALSE(wire::parse_copy_ack(wire::encode_copy_ack(7, status::success) + "x").has_value());
 }
 
-// The connection info's host copies flags: bit 0 runs copy requests, bit 1 reads their events
-// flag (answers once the copies are issued, with their events).
-TEST_CASE("ucx connection info: host copies flags") {
+// The connection info's flags: bit 0 runs copy requests, bit 1 runs a progress thread.
+TEST_CASE("ucx connection info: flags") {
   namespace wire = nixl::ucx::detail::wire;
   const std::vector<std::string> addrs{"worker-address"};
   const auto& id = nixl::detail::host_identity::self();
-  for (const auto& [copies, events] : {std::pair{false, false}, std::pair{true, false},
+  for (const auto& [copies, thread] : {std::pair{false, false}, std::pair{true, false},
                                        std::pair{true, true}, std::pair{false, true}}) {
     const auto r =
-        wire::parse_conn_info("peer", wire::encode_conn_info(id, 5, addrs, copies, events));
+        wire::parse_conn_info("peer", wire::encode_conn_info(id, 5, addrs, copies, thread));
     CHECK(r.uid == 5);
     CHECK(r.host_copies == copies);
-    CHECK(r.copy_events == (copies && events));  // events only with copies
+    CHECK(r.progress_thread == thread);
   }
 }

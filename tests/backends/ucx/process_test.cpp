@@ -248,6 +248,37 @@ struct without_ptrace_cap {
 // process without CAP_SYS_PTRACE: after the endpoints (and UCX's own cma lane) were made. The
 // request fails with not_allowed and an abort notice, the peer stays connected, and once its
 // memory is open again the next request moves the data.
+// UCX's shared-memory protocol needs the target's worker progressed while the data moves: a
+// peer that says (its connection info) it runs no progress thread gets its large blocks in cma
+// calls too, and the request ends without the peer's help.
+TEST_CASE("ucx two processes: large blocks to a peer without a progress thread stay in cma calls") {
+  // the endpoint query that finds UCX's cma lane came with UCX 1.14: before it, UCX moves all
+  const bool cma = UCP_API_VERSION >= UCP_VERSION(1, 14);
+  const bool thread = GENERATE(true, false);
+  CAPTURE(thread);
+  std::vector<std::string> args{"target", std::to_string(target_size)};
+  if (!thread) args.push_back("--no-thread");
+  peer_process t(NIXL_UCX_PEER_EXE, args);
+  buffer local(target_size);
+  ucx_agent agent("initiator");
+  agent.create_backend<nixl::ucx::backend>({{"shm_min_size", "4096"}});
+  agent.register_memory(local.reg());
+  REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
+  const std::uintptr_t ta = t.remote_addr();
+  // a small block and a large one
+  const dram_list here{{local.addr(), 100, 0}, {local.addr(4096), 65536, 0}};
+  const dram_list there{{ta, 100, 0}, {ta + 4096, 65536, 0}};
+  local.fill(7);
+  auto w = agent.create_request(xfer_op::write, here, there, "target");
+  CHECK(w.backend_state().cma_copies() == cma);
+  // with the thread: cma calls for the small one, UCX for the large one; without: cma for both
+  CHECK(w.backend_state().chunks() == (thread && cma ? 2 : 1));
+  (void)w.post();
+  REQUIRE(wait(w) == status::success);
+  CHECK(t.ask(sum_cmd(0, 100)) == sum_of(local.data(), 100));
+  CHECK(t.ask(sum_cmd(4096, 65536)) == sum_of(local.data() + 4096, 65536));
+}
+
 TEST_CASE("ucx two processes: a peer whose memory the kernel closes after connecting") {
   peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
   buffer local(target_size);

@@ -143,8 +143,6 @@ struct peer_state {
   std::atomic<bool> cma_refused{false};
   /// The peer runs copy requests: its host memory <-> this process's VRAM (connection info).
   bool host_copies = false;
-  /// It answers copy requests with the events of its copies, once issued (connection info).
-  bool copy_events = false;
   /// Liveness of a peer agent in this same process (its backend sets it false when destroyed).
   std::shared_ptr<const std::atomic<bool>> local_alive;
   std::atomic<std::int64_t> next_probe_ns{0};

@@ -14,15 +14,19 @@
 # etcd on the target host instead of the listener), START (first block size, default 4K), MAX
 # (last block size, default 64M), BATCH (descriptors per request, default 1; both tools), WARMUP
 # (warm-up iterations, default 100), TOTAL (buffer size, default 1G; both tools),
-# NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest), PERFTEST (its binary,
+# NO_NIXL=1 (skip NIXL's nixlbench), NO_PERFTEST=1 (skip ucx_perftest and put_flush), PERFTEST (its binary,
 # default the one of the UCX nixl-bench loads; not UCX_*, which UCX would warn about), PERFTEST_TLS (UCX_TLS for ucx_perftest,
 # default tcp), BENCH_ARGS (more nixl-bench arguments, both sides, e.g.
 # "--backend_params ucx_error_handling_mode=ucx_peer"). UCX_* variables reach both benchmarks.
 # LIBFABRIC=1 gives each host a second link (eth1) and adds, per round, nixl-bench --backend
 # LIBFABRIC (tcp;ofi_rxm, WRITE or the first of OPS) over one rail (eth0) and two (eth0,eth1),
 # and iperf3 over both links at once (one stream each); multihost_libfabric_table.py sums them up.
-# Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt}
-# and prints a summary per op.
+# WRITE also runs bench/ucx-probes/put_flush (a put and an endpoint flush per turn, what the UCX
+# backend does for a request of one block; built here against the headers of the UCX that
+# nixl-bench loads, skipped where there are none; its target progresses its worker as the
+# backend's progress thread does, sleeping after 50 us without work, or PUTFLUSH_SPIN_US).
+# Leaves OUTDIR/<round>-{iperf3.json,<op>-nixl-bench.csv,<op>-nixlbench.log,<op>-perftest.txt,
+# WRITE-putflush.txt} and prints a summary per op.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: multihost.sh OUTDIR [ROUNDS]}
@@ -40,6 +44,15 @@ fi
 [[ -x ${perftest:-/nonexistent} ]] || perftest=$(command -v ucx_perftest || true)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+putflush=""
+ucx_prefix=$(dirname "$(dirname "$(ldd "$bench" 2>/dev/null | awk '/libucp/ {print $3; exit}')")")
+if [[ -f $ucx_prefix/include/ucp/api/ucp.h ]] &&
+  g++ -O2 -std=c++20 "$root/bench/ucx-probes/put_flush.cpp" -I"$ucx_prefix/include" \
+    -L"$ucx_prefix/lib" -Wl,-rpath,"$ucx_prefix/lib" -lucp -lucs -pthread -o "$out/put_flush"; then
+  putflush=$out/put_flush
+else
+  echo "put_flush not built (no UCX headers at '$ucx_prefix/include')" >&2
+fi
 source "$root/tests/multihost/sandbox-lib.sh"
 SANDBOX_LINKS=${LIBFABRIC:+2} sandbox_start 2 nixl-mh-bench
 dir=$sandbox_dir
@@ -99,6 +112,7 @@ run_op() {
   wait $tgt || true
 
   [[ -z $depth ]] && perftest_op "$r" "$op"
+  [[ -z $depth && $op == WRITE ]] && putflush_op "$r"
   # NIXL's nixlbench: rank 0 (the initiator) binds the ASIO port on host 0, rank 1 on host 1
   [[ -n "${NO_NIXL:-}" || -n $depth ]] && return 0
   args=(--runtime_type=ASIO --asio_address="$a0" --asio_port=12345 --backend=UCX
@@ -145,6 +159,19 @@ perftest_op() {
     fi
   done
   rm -f "$f.tmp"
+}
+# put_flush: the same sizes and counts as ucx_perftest, the target progressing its worker
+putflush_op() {
+  local f="$out/$1-WRITE-putflush.txt" b list=()
+  : >"$f"
+  [[ -n "${NO_PERFTEST:-}" || -z $putflush ]] && return 0
+  for ((b = $(bytes "$start"); b <= $(bytes "$max"); b *= 2)); do list+=("$b"); done
+  in_host 1 "$putflush" target "$a1" 13338 "$(bytes "$max")" ${PUTFLUSH_SPIN_US:-} >"$f.target" 2>&1 &
+  local tgt=$!
+  wait_target "$f.target" || return 0
+  in_host 0 "$putflush" initiator "$a1" 13338 "$iter" "${list[@]}" >"$f" 2>&1 || true
+  wait $tgt || true
+  rm -f "$f.target"
 }
 bytes() {  # 4K -> 4096
   local v=${1^^}

@@ -1,5 +1,6 @@
 """Summary table of bench/nixl-bench/multihost.sh for one op: per block size, the best of the
-rounds for nixl-bench, UCX's ucx_perftest and NIXL's nixlbench, next to iperf3's single-stream
+rounds for nixl-bench, UCX's ucx_perftest, NIXL's nixlbench and (WRITE) bench/ucx-probes/put_flush
+(a put and a flush per turn), next to iperf3's single-stream
 TCP rate (best round), in GB/s (10^9 B/s), and the ratios the goals are stated in.
 
     multihost_table.py OUTDIR ROUNDS OP [DEPTH]
@@ -65,6 +66,17 @@ def perftest(path):
     return out
 
 
+def putflush(path):
+    """bench/ucx-probes/put_flush's lines 'putflush bytes turns avg_us GB/s'."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) == 5 and w[0] == "putflush":
+                out[int(w[1])] = (float(w[4]), float(w[3]))
+    return out
+
+
 def size(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
 
@@ -82,7 +94,7 @@ def ratio(a, b):
 def main():
     d, rounds, op = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     depth = sys.argv[4] if len(sys.argv) > 4 and op == "WRITE" else None
-    tcp, ours, ucx, theirs, deep = [], {}, {}, {}, {}
+    tcp, ours, ucx, theirs, deep, flushed = [], {}, {}, {}, {}, {}
     for r in range(1, rounds + 1):
         try:
             tcp.append(iperf3(f"{d}/{r}-iperf3.json"))
@@ -93,6 +105,7 @@ def main():
             (perftest, f"{op}-perftest.txt", ucx),
             (nixlbench, f"{op}-nixlbench.log", theirs),
             (nixl_bench, f"{op}-depth{depth}-nixl-bench.csv", deep),
+            (putflush, f"{op}-putflush.txt", flushed),
         ):
             try:
                 best(dst, fn(f"{d}/{r}-{name}"))
@@ -104,6 +117,9 @@ def main():
     head = ("| block | nixl-bench GB/s | µs | ucx_perftest GB/s | µs | NIXL GB/s | µs "
             "| / ucx_perftest | / NIXL | / iperf3 |")
     rule = "|---|---|---|---|---|---|---|---|---|---|"
+    if flushed:  # the transport's bound for the backend's pattern (a put and a flush)
+        head += " put+flush GB/s | µs | / put+flush |"
+        rule += "---|---|---|"
     if depth:
         head += f" depth {depth} GB/s | depth {depth} / iperf3 |"
         rule += "---|---|"
@@ -114,6 +130,9 @@ def main():
         o, u, t = ours.get(b, zero), ucx.get(b, zero), theirs.get(b, zero)
         row = (f"| {size(b)} | {o[0]:.3f} | {o[1]:.1f} | {u[0]:.3f} | {u[1]:.1f} | {t[0]:.3f} "
                f"| {t[1]:.1f} | {ratio(o[0], u[0])} | {ratio(o[0], t[0])} | {ratio(o[0], base)} |")
+        if flushed:
+            f = flushed.get(b, zero)
+            row += f" {f[0]:.3f} | {f[1]:.1f} | {ratio(o[0], f[0])} |"
         if depth:
             p = deep.get(b, zero)
             row += f" {p[0]:.3f} | {ratio(p[0], base)} |"

@@ -107,7 +107,7 @@ status engine::run_copy(std::string_view data, std::uint64_t& token, ipc_events&
       return st;  // ended here (or failed, after waiting for what was issued)
     }
     job->keep = std::move(keep);
-    std::lock_guard lk(copy_mu_);
+    std::lock_guard lk(served_mu_);
     served_.push_back(std::move(job));
     return status::success;
   } catch (const std::exception& ex) {
@@ -176,7 +176,7 @@ ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data
 
 void engine::reap_served(bool all) noexcept {
   std::vector<std::unique_ptr<served_copy>> ended;  // closed outside the lock
-  std::lock_guard lk(copy_mu_);
+  std::lock_guard lk(served_mu_);
   for (std::size_t i = 0; i < served_.size();) {
     served_copy& c = *served_[i];
     if (all) gpu_wait(c.g);

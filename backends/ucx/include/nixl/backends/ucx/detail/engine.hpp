@@ -500,8 +500,11 @@ class engine {
   // process's table of CUDA IPC mappings with this engine as keeper
   std::mutex copy_mu_;
   std::multimap<std::uintptr_t, std::size_t> host_regions_;
-  std::map<std::uint64_t, op_slot*> copy_waiters_;    ///< copy requests awaiting their answer
-  std::vector<std::unique_ptr<served_copy>> served_;  ///< copies run for peers, in flight
+  std::map<std::uint64_t, op_slot*> copy_waiters_;  ///< copy requests awaiting their answer
+  /// Copies run for peers, in flight: a lock of their own, so that looking at their events
+  /// (driver calls) never holds up a post's copy request (copy_mu_).
+  std::mutex served_mu_;
+  std::vector<std::unique_ptr<served_copy>> served_;
   /// Slots whose driver copies (gpu_used) or peer's copies (peer_copy) run, and how many: one
   /// count of the slot each.
   std::mutex gpu_mu_;

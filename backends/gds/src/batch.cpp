@@ -90,7 +90,10 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx)
       cfg_(cfg),
       inflight_cap_(cfg.max_inflight != 0 ? cfg.max_inflight : (compat_ ? cfg.batch_limit : 0)),
       pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
-                                                 cfg.batch_limit)) {
+                                                 cfg.batch_limit)),
+      threads_(cfg.dram_batch ? nullptr
+                              : std::make_unique<detail::thread_pool>(state_->lib(),
+                                                                      cfg.dram_threads, "GDS")) {
   if (compat_)
     log::info(
         "GDS backend ({}): {} batch handles of {} entries, cuFile compatibility mode: chunks of "
@@ -127,27 +130,35 @@ backend& backend::operator=(backend&&) noexcept = default;
 
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
-  if (req.state.busy() || !req.slots.empty())
+  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()))
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
-  // DRAM chunks moved synchronously in post() run one after the other: smaller ones would only
-  // add calls, so they keep max_request_size.
+  // DRAM chunks moved with synchronous calls keep max_request_size: smaller ones would only add
+  // calls (compatibility mode's bounce buffers cut each call anyway).
   req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
                                cfg_.dram_batch ? 0 : cfg_.max_request_size);
-  req.sync.clear();
-  if (!cfg_.dram_batch) {
-    // DRAM chunks leave the batch plan: post() moves them with synchronous calls.
+  if (threads_) {
+    // DRAM chunks leave the batch plan: the threads move them with synchronous calls.
     auto& ch = req.plan.chunks;
     const auto vram_end = std::stable_partition(
         ch.begin(), ch.end(), [](const detail::chunk& c) { return c.device >= 0; });
-    req.sync.assign(vram_end, ch.end());
-    ch.erase(vram_end, ch.end());
+    if (vram_end != ch.end()) {
+      // A job a release gave up on may still be held by a thread: it is dropped, not reused.
+      if (!req.sync || req.sync.use_count() > 1) req.sync = std::make_shared<detail::job>();
+      req.sync->work.write = req.plan.write;
+      req.sync->work.chunks.assign(vram_end, ch.end());
+      req.sync->posted.store(false, std::memory_order_relaxed);
+      ch.erase(vram_end, ch.end());
+    } else {
+      req.sync.reset();
+    }
   }
   const std::size_t batches = slots_wanted(req.plan.chunks.size());
   req.slots.clear();
   req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
   req.next = req.done = 0;
+  req.failing = false;
   req.state.reset();
 }
 
@@ -175,9 +186,13 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
     auto& p = s.params[j];
     p = {};
     p.mode = cufile::CUFILE_BATCH;
-    p.u.batch.devPtr_base = c.buf;
+    // Host memory is named by its own address: cuFile's batch path (libcufile 1.15, compatibility
+    // mode) ignores devPtr_offset for it, so every entry would move the base's bytes
+    // (bench/cuda/cufile_batch_probe, docs/gds.md).
+    const bool host = c.device < 0;
+    p.u.batch.devPtr_base = host ? static_cast<char*>(c.buf) + c.buf_offset : c.buf;
     p.u.batch.file_offset = c.file_offset;
-    p.u.batch.devPtr_offset = c.buf_offset;
+    p.u.batch.devPtr_offset = host ? 0 : c.buf_offset;
     p.u.batch.size = c.size;
     p.fh = c.fh;
     p.opcode = req.plan.write ? cufile::CUFILE_WRITE : cufile::CUFILE_READ;
@@ -194,27 +209,19 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
   return true;
 }
 
-bool backend::move_sync(const request& req) noexcept {
-  const auto& lib = state_->lib();
-  for (const detail::chunk& c : req.sync) {
-    errno = 0;
-    const ssize_t r = req.plan.write
-                          ? lib.cuFileWrite(c.fh, c.buf, c.size, c.file_offset, c.buf_offset)
-                          : lib.cuFileRead(c.fh, c.buf, c.size, c.file_offset, c.buf_offset);
-    if (r < 0 || static_cast<std::size_t>(r) != c.size) {
-      detail::report_chunk("GDS", req.plan.write, c, static_cast<long long>(r));
-      return false;
-    }
-  }
-  return true;
-}
-
 nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
-  if (req.state.busy() || !req.slots.empty()) return nixl::status::repost_active;
+  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()))
+    return nixl::status::repost_active;
   req.next = req.done = 0;
-  if (req.plan.chunks.empty())
-    return req.state.end(move_sync(req) ? nixl::status::success : nixl::status::backend);
+  req.failing = false;
+  if (req.plan.chunks.empty()) {
+    if (!req.sync) return req.state.end(nixl::status::success);
+    req.state.start();
+    req.sync->start();
+    threads_->enqueue(req.sync);
+    return nixl::status::in_progress;
+  }
   pool_->take(slots_wanted(req.plan.chunks.size()), req.slots);
   if (req.slots.empty()) {
     req.state.reset();
@@ -228,11 +235,14 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     return nixl::status::backend;
   }
   req.state.start();
+  if (req.sync) {  // the threads start on the DRAM chunks while the batches are submitted
+    req.sync->start();
+    threads_->enqueue(req.sync);
+  }
   for (auto* s : req.slots) {
     if (req.next >= req.plan.chunks.size()) break;
     if (!submit(req, *s)) return fail(req);
   }
-  if (!move_sync(req)) return fail(req);  // while the VRAM batches run
   return poll(req);
 }
 
@@ -241,6 +251,8 @@ nixl::status backend::check(request& req) noexcept {
 }
 
 nixl::status backend::poll(request& req) noexcept {
+  if (req.failing) return settle(req);
+  if (req.sync && req.sync->failed.load(std::memory_order_acquire)) return fail(req);
   const auto& lib = state_->lib();
   bool bad = false;
   for (std::size_t k = 0; k < req.slots.size();) {
@@ -288,9 +300,15 @@ nixl::status backend::poll(request& req) noexcept {
     req.slots[k] = req.slots.back();
     req.slots.pop_back();
   }
-  if (req.slots.empty() && req.done == req.plan.chunks.size())
-    return req.state.end(nixl::status::success);
-  return nixl::status::in_progress;
+  if (!req.slots.empty() || req.done < req.plan.chunks.size()) return nixl::status::in_progress;
+  if (req.sync) {
+    if (req.sync->busy()) return nixl::status::in_progress;
+    if (req.sync->failed.load(std::memory_order_acquire)) return fail(req);
+    // A release that gave up waiting for running chunks: they stopped now.
+    if (req.sync->canceled.load(std::memory_order_acquire))
+      return req.state.end(nixl::status::canceled);
+  }
+  return req.state.end(nixl::status::success);
 }
 
 bool backend::drain(request& req) noexcept {
@@ -354,11 +372,26 @@ bool backend::drain(request& req) noexcept {
 
 nixl::status backend::fail(request& req) noexcept {
   drain(req);
+  if (req.sync && req.sync->busy()) {
+    // The DRAM chunks not started never run; the request ends once the running ones stop.
+    req.sync->canceled.store(true, std::memory_order_release);
+    threads_->withdraw(*req.sync);
+  }
+  req.failing = true;
+  return settle(req);
+}
+
+nixl::status backend::settle(request& req) noexcept {
+  if (req.sync && req.sync->busy()) return nixl::status::in_progress;
+  req.failing = false;
   return req.state.end(nixl::status::backend);
 }
 
 nixl::status backend::release(request& req) noexcept {
   if (!req.slots.empty() && !drain(req)) return nixl::status::repost_active;
+  if (req.sync && !threads_->cancel(*req.sync, cfg_.cancel_timeout))
+    return nixl::status::repost_active;
+  req.failing = false;
   req.state.reset();
   return nixl::status::success;
 }
@@ -369,6 +402,14 @@ unsigned backend::pool_size() const noexcept {
 
 std::size_t backend::free_batches() const noexcept {
   return pool_->free_count();
+}
+
+unsigned backend::dram_threads() const noexcept {
+  return threads_ ? threads_->threads() : 0;
+}
+
+unsigned backend::idle_dram_threads() const noexcept {
+  return threads_ ? threads_->idle() : 0;
 }
 
 }  // namespace nixl::gds

@@ -47,6 +47,17 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
         nixl::detail::parse_number(who, "cancel_timeout_ms", *v, 1, 3'600'000));
 }
 
+/// The parameters both backends take, as strings, added to `p`.
+template <class Config>
+nixl::params with_common(const Config& c, nixl::params p) {
+  p.emplace("max_request_size", std::to_string(c.max_request_size));
+  p.emplace("compat_mode", to_string(c.compat_mode));
+  p.emplace("compat_chunk_size", std::to_string(c.compat_chunk_size));
+  p.emplace("cufile_path", c.cufile_path);
+  p.emplace("cancel_timeout_ms", std::to_string(c.cancel_timeout.count()));
+  return p;
+}
+
 }  // namespace
 
 std::string to_string(compat_setting s) {
@@ -79,15 +90,14 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 
 config config::from_params(const nixl::params& p) {
   config c;
-  if (auto v = find(p, "batch_pool_size"))
-    c.batch_pool_size =
-        static_cast<unsigned>(nixl::detail::parse_number("GDS", "batch_pool_size", *v, 1, 1024));
-  if (auto v = find(p, "batch_limit"))
-    c.batch_limit =
-        static_cast<unsigned>(nixl::detail::parse_number("GDS", "batch_limit", *v, 1, 4096));
-  if (auto v = find(p, "max_inflight"))
-    c.max_inflight =
-        static_cast<unsigned>(nixl::detail::parse_number("GDS", "max_inflight", *v, 0, 1u << 20));
+  const auto count = [&p](std::string_view key, unsigned& out, std::uint64_t lo, std::uint64_t hi) {
+    if (auto v = find(p, key))
+      out = static_cast<unsigned>(nixl::detail::parse_number("GDS", key, *v, lo, hi));
+  };
+  count("batch_pool_size", c.batch_pool_size, 1, 1024);
+  count("batch_limit", c.batch_limit, 1, 4096);
+  count("max_inflight", c.max_inflight, 0, 1 << 20);
+  count("dram_threads", c.dram_threads, 1, 256);
   if (auto v = find(p, "dram_batch"))
     c.dram_batch = nixl::detail::parse_bool("GDS", "dram_batch", *v);
   common("GDS", p, c);
@@ -95,15 +105,11 @@ config config::from_params(const nixl::params& p) {
 }
 
 nixl::params config::to_params() const {
-  return {{"batch_pool_size", std::to_string(batch_pool_size)},
-          {"batch_limit", std::to_string(batch_limit)},
-          {"max_request_size", std::to_string(max_request_size)},
-          {"compat_mode", to_string(compat_mode)},
-          {"compat_chunk_size", std::to_string(compat_chunk_size)},
-          {"max_inflight", std::to_string(max_inflight)},
-          {"dram_batch", dram_batch ? "true" : "false"},
-          {"cufile_path", cufile_path},
-          {"cancel_timeout_ms", std::to_string(cancel_timeout.count())}};
+  return with_common(*this, {{"batch_pool_size", std::to_string(batch_pool_size)},
+                             {"batch_limit", std::to_string(batch_limit)},
+                             {"max_inflight", std::to_string(max_inflight)},
+                             {"dram_batch", dram_batch ? "true" : "false"},
+                             {"dram_threads", std::to_string(dram_threads)}});
 }
 
 nixl::params backend::default_params() {
@@ -128,12 +134,7 @@ config config::from_params(const nixl::params& p) {
 }
 
 nixl::params config::to_params() const {
-  return {{"thread_count", std::to_string(thread_count)},
-          {"max_request_size", std::to_string(max_request_size)},
-          {"compat_mode", gds::to_string(compat_mode)},
-          {"compat_chunk_size", std::to_string(compat_chunk_size)},
-          {"cufile_path", cufile_path},
-          {"cancel_timeout_ms", std::to_string(cancel_timeout.count())}};
+  return gds::with_common(*this, {{"thread_count", std::to_string(thread_count)}});
 }
 
 nixl::params backend::default_params() {

@@ -109,6 +109,27 @@ void thread_pool::withdraw(job& j) noexcept {
   }
 }
 
+bool thread_pool::cancel(job& j, std::chrono::milliseconds timeout) noexcept {
+  if (!j.busy()) return true;
+  j.canceled.store(true, std::memory_order_release);
+  withdraw(j);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (j.busy()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      try {
+        log::error(
+            "{}: {} chunk(s) of a released request still run after cancel_timeout_ms={}; "
+            "release answers repost_active and the chunks finish on their own",
+            who_, j.work.chunks.size() - j.finished.load(), timeout.count());
+      } catch (...) {
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
 unsigned thread_pool::idle() const noexcept {
   std::lock_guard g(mu_);
   return static_cast<unsigned>(idle_.size());
@@ -194,16 +215,9 @@ backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
 backend& backend::operator=(backend&&) noexcept = default;
 
-namespace {
-bool busy(const gds::detail::job& j) noexcept {
-  return j.posted.load(std::memory_order_acquire) &&
-         j.finished.load(std::memory_order_acquire) < j.work.chunks.size();
-}
-}  // namespace
-
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
-  if (req.job && busy(*req.job))
+  if (req.job && req.job->busy())
     raise(status::repost_active,
           "GDS_MT prepare: the request is still in flight; release it first");
   auto j = std::make_shared<gds::detail::job>();
@@ -217,13 +231,8 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
   if (!req.job) return nixl::status::invalid_param;
   auto& j = *req.job;
-  if (busy(j)) return nixl::status::repost_active;
-  j.claimed = 0;
-  j.finished.store(0, std::memory_order_relaxed);
-  j.failed.store(false, std::memory_order_relaxed);
-  j.canceled.store(false, std::memory_order_relaxed);
-  j.bad_taken.store(false, std::memory_order_relaxed);
-  j.posted.store(true, std::memory_order_release);
+  if (j.busy()) return nixl::status::repost_active;
+  j.start();
   if (j.work.chunks.empty()) return nixl::status::success;
   pool_->enqueue(req.job);
   return nixl::status::in_progress;
@@ -241,25 +250,7 @@ nixl::status backend::check(request& req) noexcept {
 
 nixl::status backend::release(request& req) noexcept {
   if (!req.job) return nixl::status::success;
-  auto& j = *req.job;
-  if (busy(j)) {
-    j.canceled.store(true, std::memory_order_release);
-    pool_->withdraw(j);
-    const auto deadline = std::chrono::steady_clock::now() + cfg_.cancel_timeout;
-    while (busy(j)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        try {
-          log::error(
-              "GDS_MT: {} chunk(s) of a released request still run after cancel_timeout_ms={}; "
-              "release answers repost_active and the chunks finish on their own",
-              j.work.chunks.size() - j.finished.load(), cfg_.cancel_timeout.count());
-        } catch (...) {
-        }
-        return nixl::status::repost_active;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
+  if (!pool_->cancel(*req.job, cfg_.cancel_timeout)) return nixl::status::repost_active;
   req.job.reset();
   return nixl::status::success;
 }

@@ -1,15 +1,16 @@
 // A small stand-in for libcufile.so.0, built as a shared library of that soname for the GDS
 // tests: DRAM only, I/O with pread/pwrite. Batches run on one thread each, in order. Knobs and
 // counters for the tests come through nixl_fake_cufile_set/get (found with dlsym):
-//   set: delay_us (per I/O), hang (entries wait until canceled or unset), ignore_cancel
+//   set: delay_us (per I/O), hang (entries wait until canceled or unset), hang_sync
+//        (synchronous calls wait until it is unset), ignore_cancel
 //        (cuFileBatchIOCancel fails and hung entries stay hung), refuse_buf
 //        (cuFileBufRegister fails), fail_open (cuFileDriverOpen fails), fail_io (the next I/O
 //        fails with EIO)
 //   get: driver_refs, handles, buffers, batches, submits, entries, max_entry, sync_calls,
 //        max_sync, in_flight, max_in_flight (batch entries submitted and not finished, at
 //        most), cancels, sync_threads (distinct threads that made synchronous calls),
-//        max_sync_running (synchronous calls at once, at most), plus every knob; setting a
-//        counter sets it (sync_threads: 0 forgets the threads seen)
+//        sync_running, max_sync_running (synchronous calls at once: now, at most), plus every knob;
+//        setting a counter sets it (sync_threads: 0 forgets the threads seen)
 
 #include <nixl/backends/gds/cufile.hpp>
 
@@ -40,7 +41,8 @@ struct counters {
       sync_threads{0}, sync_running{0}, max_sync_running{0};
   std::mutex threads_mu;
   std::vector<std::thread::id> threads_seen;
-  std::atomic<long> delay_us{0}, hang{0}, ignore_cancel{0}, refuse_buf{0}, fail_open{0}, fail_io{0};
+  std::atomic<long> delay_us{0}, hang{0}, hang_sync{0}, ignore_cancel{0}, refuse_buf{0},
+      fail_open{0}, fail_io{0};
 };
 counters& c() {
   static counters k;
@@ -62,9 +64,11 @@ std::atomic<long>* knob(std::string_view k) {
   if (k == "cancels") return &s.cancels;
   if (k == "max_in_flight") return &s.max_in_flight;
   if (k == "sync_threads") return &s.sync_threads;
+  if (k == "sync_running") return &s.sync_running;
   if (k == "max_sync_running") return &s.max_sync_running;
   if (k == "delay_us") return &s.delay_us;
   if (k == "hang") return &s.hang;
+  if (k == "hang_sync") return &s.hang_sync;
   if (k == "ignore_cancel") return &s.ignore_cancel;
   if (k == "refuse_buf") return &s.refuse_buf;
   if (k == "fail_open") return &s.fail_open;
@@ -93,6 +97,8 @@ struct sync_call {
     auto& k = c();
     k.sync_calls.fetch_add(1);
     raise_max(k.max_sync_running, k.sync_running.fetch_add(1) + 1);
+    // The knob changes without a notification: look again every millisecond.
+    while (k.hang_sync.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::lock_guard g(k.threads_mu);
     const auto me = std::this_thread::get_id();
     if (std::find(k.threads_seen.begin(), k.threads_seen.end(), me) == k.threads_seen.end()) {

@@ -10,6 +10,7 @@
 
 #include <linux/magic.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -54,7 +55,7 @@ struct fake {
   }
   void reset() {
     for (const char* k :
-         {"delay_us", "hang", "ignore_cancel", "refuse_buf", "fail_open", "fail_io"})
+         {"delay_us", "hang", "hang_sync", "ignore_cancel", "refuse_buf", "fail_open", "fail_io"})
       set_(k, 0);
   }
   long get(const char* k) const { return get_(k); }
@@ -74,6 +75,61 @@ template <class B>
 nixl::params p(nixl::params extra = {}) {
   if constexpr (std::is_same_v<B, gds_b>) extra.try_emplace("dram_batch", "true");
   return params_for<B>(lib, std::move(extra));
+}
+
+/// Posts `pieces` as one WRITE whose synchronous calls take `delay` each and releases it `after`
+/// that, while threads run its chunks (GDS_MT, or GDS's DRAM threads): the release returns
+/// within a second, at most `max_calls` chunks ran, and none runs afterwards.
+template <class B>
+void release_in_flight(const fake& f, B& b, rig<B>& r, const std::vector<piece>& pieces,
+                       std::chrono::microseconds delay, std::chrono::milliseconds after,
+                       long max_calls) {
+  typename B::request q;
+  r.prepare(q, nixl::xfer_op::write, pieces);
+  f.set("delay_us", delay.count());
+  const long calls0 = f.get("sync_calls");
+  CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+  std::this_thread::sleep_for(after);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(b.release(q) == nixl::status::success);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  const long calls = f.get("sync_calls") - calls0;
+  CHECK(calls >= 1);
+  CHECK(calls <= max_calls);
+  std::this_thread::sleep_for(2 * delay + std::chrono::milliseconds(20));
+  CHECK(f.get("sync_calls") - calls0 == calls);  // nothing ran after the release
+  CHECK(f.get("sync_running") == 0);
+}
+
+/// The same for 64 chunks of 4 KiB, 50 ms each, on two threads: at most 4 ran (one more each
+/// while releasing).
+template <class B>
+void release_drops_waiting_chunks(const fake& f, int fd, buffer& src, nixl::params extra) {
+  auto b = make<B>(params_for<B>(lib, std::move(extra)));
+  rig<B> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd);
+  release_in_flight(f, b, r, scattered(64, 4096), std::chrono::milliseconds(50),
+                    std::chrono::milliseconds(20), 4);
+}
+
+/// A release of a chunk that runs past `cancel_timeout_ms` (one thread): `repost_active`; the
+/// chunk finishes on its own and the request then reports that it was canceled.
+template <class B>
+void release_past_cancel_timeout(const fake& f, int fd, buffer& src, nixl::params extra) {
+  extra.emplace("cancel_timeout_ms", "50");
+  auto b = make<B>(params_for<B>(lib, std::move(extra)));
+  rig<B> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd);
+  typename B::request q;
+  r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+  f.set("delay_us", 400'000);
+  CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(b.release(q) == nixl::status::repost_active);
+  f.set("delay_us", 0);
+  CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::canceled);
+  CHECK(b.release(q) == nixl::status::success);
+  // The request goes again.
+  r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+  CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);
 }
 
 std::string message(const std::function<void()>& f) {
@@ -98,6 +154,9 @@ TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
   CHECK(d.batch_limit == 8);
   CHECK(d.max_request_size == 65536);
   CHECK_FALSE(c.dram_batch);
+  CHECK(c.dram_threads == 2);
+  CHECK(nixl::gds::config::from_params({{"dram_threads", "5"}}).dram_threads == 5);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"dram_threads", "0"}}), nixl::error);
   CHECK(nixl::gds::config::from_params({{"dram_batch", "true"}}).dram_batch);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"dram_batch", "maybe"}}), nixl::error);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_pool_size", "0"}}), nixl::error);
@@ -246,36 +305,16 @@ TEST_CASE_METHOD(data_file, "gds: release of a request in flight cancels it", "[
     CHECK(b.free_batches() == 1);
   }
   SECTION("GDS_MT: chunks not started are dropped, running ones are waited for") {
-    auto b = make<mt_b>(p<mt_b>({{"thread_count", "2"}}));
-    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
-    mt_b::request q;
-    r.prepare(q, nixl::xfer_op::write, scattered(64, 4096));
-    f.set("delay_us", 50'000);
-    const long calls0 = f.get("sync_calls");
-    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const auto t0 = std::chrono::steady_clock::now();
-    CHECK(b.release(q) == nixl::status::success);
-    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
-    const long calls = f.get("sync_calls") - calls0;
-    CHECK(calls >= 1);
-    CHECK(calls <= 4);  // two threads, at most one more chunk each while releasing
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));
-    CHECK(f.get("sync_calls") - calls0 == calls);  // nothing ran after the release
+    release_drops_waiting_chunks<mt_b>(f, fd.fd, src, {{"thread_count", "2"}});
+  }
+  SECTION("GDS, DRAM chunks on its threads: the same") {
+    release_drops_waiting_chunks<gds_b>(f, fd.fd, src, {{"dram_threads", "2"}});
   }
   SECTION("GDS_MT: running chunks past cancel_timeout_ms give repost_active") {
-    auto b = make<mt_b>(p<mt_b>({{"thread_count", "1"}, {"cancel_timeout_ms", "50"}}));
-    rig<mt_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
-    mt_b::request q;
-    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
-    f.set("delay_us", 400'000);
-    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CHECK(b.release(q) == nixl::status::repost_active);
-    f.set("delay_us", 0);
-    // The running chunk finishes on its own; the request reports that it was canceled.
-    CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::canceled);
-    CHECK(b.release(q) == nixl::status::success);
+    release_past_cancel_timeout<mt_b>(f, fd.fd, src, {{"thread_count", "1"}});
+  }
+  SECTION("GDS, DRAM chunks on its threads: the same") {
+    release_past_cancel_timeout<gds_b>(f, fd.fd, src, {{"dram_threads", "1"}});
   }
 }
 
@@ -422,7 +461,9 @@ TEMPLATE_TEST_CASE("gds: VRAM without a GPU is refused at registration", "[gds]"
   CHECK_THROWS_AS(b.register_region(nixl::mem_kind::vram, {{4096, 4096, 0}, ""}), nixl::error);
 }
 
-TEST_CASE_METHOD(data_file, "gds: DRAM moves with synchronous calls by default, not the batch API",
+TEST_CASE_METHOD(data_file,
+                 "gds: DRAM moves with synchronous calls on the backend's threads by default, not "
+                 "the batch API",
                  "[gds]") {
   auto b = make<gds_b>(params_for<gds_b>(lib, {{"batch_limit", "4"}}));
   const std::size_t count = 10, len = 8192;
@@ -860,20 +901,8 @@ TEST_CASE_METHOD(data_file, "gds: GDS_MT with many requests: queued, canceled, r
     CHECK(b.release(c) == nixl::status::success);
   }
   SECTION("a request of 1000 descriptors released in flight stops, bounded") {
-    mt_b::request q;
-    r.prepare(q, nixl::xfer_op::write, many);
-    f.set("delay_us", 1000);
-    const long calls0 = f.get("sync_calls");
-    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const auto t0 = std::chrono::steady_clock::now();
-    CHECK(b.release(q) == nixl::status::success);
-    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
-    const long calls = f.get("sync_calls") - calls0;
-    CHECK(calls >= 1);
-    CHECK(calls < static_cast<long>(count));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CHECK(f.get("sync_calls") - calls0 == calls);  // nothing ran after the release
+    release_in_flight(f, b, r, many, std::chrono::milliseconds(1), std::chrono::milliseconds(10),
+                      static_cast<long>(count) - 1);
     CHECK(b.idle_threads() == 2);
   }
   SECTION("1000 descriptors, then many small requests at once, all finish") {
@@ -894,7 +923,8 @@ TEST_CASE_METHOD(data_file, "gds: GDS_MT with many requests: queued, canceled, r
 TEST_CASE_METHOD(data_file,
                  "gds: DRAM moved synchronously keeps max_request_size in compatibility mode",
                  "[gds]") {
-  // dram_batch false (the default): post() moves DRAM chunks one after the other itself.
+  // dram_batch false (the default): the backend's threads move DRAM chunks with synchronous
+  // calls.
   auto b = make<gds_b>(params_for<gds_b>(
       lib,
       {{"compat_mode", "true"}, {"compat_chunk_size", "16384"}, {"max_request_size", "131072"}}));
@@ -947,4 +977,71 @@ TEMPLATE_TEST_CASE(
     CHECK(back.holds(6, 0, 2 * part, 0));
     CHECK(f.get("in_flight") == 0);
   }
+}
+
+TEST_CASE_METHOD(data_file, "gds: post hands DRAM chunks to the threads and waits for no I/O",
+                 "[gds]") {
+  // Synchronous calls hang until the knob is unset; a watchdog unsets it after 10 s, so a post
+  // that waited for them would return only then, and the test would fail, not hang.
+  auto b = make<gds_b>(params_for<gds_b>(lib, {{"max_request_size", "65536"}}));
+  CHECK(b.dram_threads() == 2);
+  buffer src(256 * KiB), dst(256 * KiB);
+  src.fill(9);
+  std::atomic<bool> done{false}, fired{false};
+  f.set("hang_sync", 1);
+  std::thread watchdog([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!done.load()) {
+      fired = true;
+      f.set("hang_sync", 0);
+    }
+  });
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+  gds_b::request q;
+  r.prepare(q, nixl::xfer_op::write, {{0, 0, 256 * KiB}});  // 4 chunks of 64 KiB
+  CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+  CHECK_FALSE(fired.load());
+  // Both threads take a chunk and wait inside their calls; the request is in progress.
+  CHECK(wait_until([&] { return f.get("sync_running") == 2; }));
+  CHECK(b.check(q) == nixl::status::in_progress);
+  CHECK(b.idle_dram_threads() == 0);
+  f.set("hang_sync", 0);
+  CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
+  done = true;
+  watchdog.join();
+  CHECK_FALSE(fired.load());
+  CHECK(b.release(q) == nixl::status::success);
+  rig<gds_b> rd(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
+  REQUIRE(rd.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
+  CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
+  CHECK(wait_until([&] { return b.idle_dram_threads() == 2; }));
+}
+
+TEST_CASE_METHOD(data_file, "gds: a failing DRAM chunk ends the request once no chunk of it runs",
+                 "[gds]") {
+  // 16 chunks of 4 KiB on two threads, 20 ms each; the first fails at once. The request reports
+  // `backend` only when the other thread's chunk has ended, and the chunks not started never run.
+  auto b = make<gds_b>(params_for<gds_b>(lib, {{"max_request_size", "4096"}}));
+  buffer src(16 * 4096);
+  src.fill(4);
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+  gds_b::request q;
+  r.prepare(q, nixl::xfer_op::write, {{0, 0, 16 * 4096}});
+  const long calls0 = f.get("sync_calls");
+  f.set("delay_us", 20'000);
+  f.set("fail_io", 1);
+  const nixl::status st = wait(b, q, b.post(q, std::nullopt));
+  CHECK(st == nixl::status::backend);
+  CHECK(f.get("sync_running") == 0);  // nothing of it runs once it reported its end
+  const long calls = f.get("sync_calls") - calls0;
+  CHECK(calls < 16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  CHECK(f.get("sync_calls") - calls0 == calls);
+  f.set("delay_us", 0);
+  // The same request goes again after its release.
+  CHECK(b.release(q) == nixl::status::success);
+  r.prepare(q, nixl::xfer_op::write, {{0, 0, 16 * 4096}});
+  CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);
 }

@@ -1,6 +1,7 @@
 #pragma once
 /// The GDS backend (NIXL name "GDS"): DRAM and VRAM <-> FILE on this host through cuFile's
-/// batch API. Local only: an agent transfers to itself, with the file list on the remote side.
+/// batch API (DRAM through synchronous calls on threads of its own, unless `dram_batch`). Local
+/// only: an agent transfers to itself, with the file list on the remote side.
 ///
 /// cuFile is loaded at run time (libcufile.so.0; `cufile_path` or `$NIXL_CUFILE_PATH` name
 /// another); without it creating the backend throws "libcufile not found". Descriptors are cut
@@ -28,6 +29,7 @@
 #include <nixl/backends/gds/detail/batch.hpp>
 #include <nixl/backends/gds/detail/common.hpp>
 #include <nixl/backends/gds/detail/file_backend.hpp>
+#include <nixl/backends/gds/detail/threads.hpp>
 #include <nixl/concepts.hpp>
 #include <nixl/detail/backend_checks.hpp>
 #include <nixl/detail/completion.hpp>
@@ -46,15 +48,17 @@ class backend : public detail::file_backend<backend> {
 
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
-    detail::plan plan;                                  // the chunks for the batch API
-    nixl::detail::recycled_vector<detail::chunk> sync;  // DRAM chunks moved synchronously in post()
-    std::vector<detail::batch_slot*> slots;             // capacity reserved at prepare
-    std::size_t next = 0;                               // first chunk not submitted yet
-    std::size_t done = 0;                               // chunks complete
-    nixl::detail::completion state;                     // idle, busy, or done with its status
+    detail::plan plan;                       // the chunks for the batch API
+    std::shared_ptr<detail::job> sync;       // DRAM chunks for the threads (none: null)
+    std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
+    std::size_t next = 0;                    // first chunk not submitted yet
+    std::size_t done = 0;                    // chunks complete
+    bool failing = false;                    // failed: ends once the DRAM chunks stopped
+    nixl::detail::completion state;          // idle, busy, or done with its status
   };
 
-  /// Loads cuFile, opens its driver and sets up the batch pool. Throws `nixl::error(backend)`
+  /// Loads cuFile, opens its driver, sets up the batch pool and (without `dram_batch`) starts
+  /// `dram_threads` threads. Throws `nixl::error(backend)`
   /// "libcufile not found (...)" without the library, or naming the cuFile call that failed.
   backend(const config& cfg, const nixl::backend_context& ctx);
   ~backend();
@@ -66,15 +70,17 @@ class backend : public detail::file_backend<backend> {
   void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer&);
 
-  /// Submits the first batches, then moves the DRAM chunks (unless `dram_batch`) with
-  /// synchronous cuFile calls: `in_progress`, `success` when nothing is left in flight,
-  /// `backend` when the pool has no free handle or cuFile refuses or a chunk fails.
-  /// Notifications: `not_supported`.
+  /// Submits the first batches and hands the DRAM chunks (unless `dram_batch`) to the threads;
+  /// waits for no I/O: `in_progress`, `success` for an empty request, `backend` when the pool
+  /// has no free handle. Notifications: `not_supported`.
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
-  /// Polls the request's batches without waiting, submits the next ones as handles free up.
+  /// Polls the request's batches and DRAM chunks without waiting, submits the next batches as
+  /// handles free up. A failed chunk or a batch cuFile refuses ends it with `backend` once
+  /// nothing of it runs any longer (the rest canceled).
   nixl::status check(request& req) noexcept;
   /// Cancels what is in flight and waits at most `cancel_timeout` for cuFile to give the
-  /// entries back: `success`, or `repost_active` when it did not (the request keeps them).
+  /// entries back and for running DRAM chunks: `success`, or `repost_active` when it did not
+  /// (the request keeps them).
   nixl::status release(request& req) noexcept;
 
   /// Batch entries one request keeps in flight at most (0: no cap), `max_inflight` resolved.
@@ -82,6 +88,9 @@ class backend : public detail::file_backend<backend> {
   /// Batch handles in the pool, and how many are free now.
   unsigned pool_size() const noexcept;
   std::size_t free_batches() const noexcept;
+  /// Threads moving DRAM chunks (0 with `dram_batch`), and how many wait for work now.
+  unsigned dram_threads() const noexcept;
+  unsigned idle_dram_threads() const noexcept;
   const config& settings() const noexcept { return cfg_; }
   /// The chunk size it cuts a request of `total` bytes at (compat_mode() decides).
   std::size_t chunk_size_for(std::size_t total) const noexcept;
@@ -89,7 +98,7 @@ class backend : public detail::file_backend<backend> {
  private:
   nixl::status fail(request& req) noexcept;
   bool submit(request& req, detail::batch_slot& s) noexcept;
-  bool move_sync(const request& req) noexcept;
+  nixl::status settle(request& req) noexcept;
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;
 
@@ -98,6 +107,7 @@ class backend : public detail::file_backend<backend> {
   config cfg_;
   unsigned inflight_cap_ = 0;
   std::unique_ptr<detail::batch_pool> pool_;
+  std::unique_ptr<detail::thread_pool> threads_;  // DRAM chunks; null with dram_batch
 };
 
 static_assert(nixl::storage_backend<backend>);

@@ -52,9 +52,11 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///    `batch_limit` in compatibility mode (cuFile blocks for good when the entries in flight
 ///    outnumber its POSIX bounce buffers) and no cap with nvidia-fs.
 ///  - `dram_batch` (false): DRAM chunks go through the batch API too. By default they are moved
-///    with synchronous cuFileRead/cuFileWrite calls inside post(), and only VRAM chunks use the
-///    batch API: in compatibility mode, host memory through the batch API gave wrong data on
-///    libcufile 1.15 (docs/gds.md).
+///    with synchronous cuFileRead/cuFileWrite calls on the backend's own threads, and only VRAM
+///    chunks use the batch API: in compatibility mode, host memory through the batch API gave
+///    wrong data on libcufile 1.15 (docs/gds.md).
+///  - `dram_threads` (2): the threads that move DRAM chunks (none are started with
+///    `dram_batch`).
 /// Both backends also take:
 ///  - `compat_mode`, `compat_chunk_size`: as above.
 ///  - `cufile_path` (""): the cuFile library to load; empty: `$NIXL_CUFILE_PATH`, else
@@ -69,6 +71,7 @@ struct config {
   std::size_t compat_chunk_size = std::size_t{256} << 10;
   unsigned max_inflight = 0;
   bool dram_batch = false;
+  unsigned dram_threads = 2;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
 

@@ -1,9 +1,10 @@
 #pragma once
-/// The GDS_MT backend's engine: a pool of threads making synchronous cuFile calls, and a
-/// request's job (its chunks and progress), shared between the request and the threads so that
-/// a release that gives up waiting leaves nothing dangling.
+/// A pool of threads making synchronous cuFile calls (GDS_MT's engine, and GDS's for DRAM
+/// chunks), and a request's job (its chunks and progress), shared between the request and the
+/// threads so that a release that gives up waiting leaves nothing dangling.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,21 @@ struct job {
   std::atomic<bool> bad_taken{false};
   job* next_queued = nullptr;  // the pool's queue
   std::shared_ptr<job> keep;   // the queue's reference while queued
+
+  /// Posted, with chunks not finished yet.
+  bool busy() const noexcept {
+    return posted.load(std::memory_order_acquire) &&
+           finished.load(std::memory_order_acquire) < work.chunks.size();
+  }
+  /// Resets the progress for a post (the job is not busy).
+  void start() noexcept {
+    claimed = 0;
+    finished.store(0, std::memory_order_relaxed);
+    failed.store(false, std::memory_order_relaxed);
+    canceled.store(false, std::memory_order_relaxed);
+    bad_taken.store(false, std::memory_order_relaxed);
+    posted.store(true, std::memory_order_release);
+  }
 };
 
 /// Threads taking chunks off queued jobs, front job first. Idle threads wait on a stack: a
@@ -47,6 +63,10 @@ class thread_pool {
   void enqueue(const std::shared_ptr<job>& self) noexcept;
   /// Takes `j` off the queue if it is still there; its unclaimed chunks count as finished.
   void withdraw(job& j) noexcept;
+  /// Cancels `j`: its chunks not started never run, and the running ones are waited for, at
+  /// most `timeout`. True once none runs; false (and a log line) past the timeout, when they
+  /// finish on their own.
+  bool cancel(job& j, std::chrono::milliseconds timeout) noexcept;
   unsigned threads() const noexcept { return static_cast<unsigned>(workers_.size()); }
   /// Threads waiting for work now (for tests).
   unsigned idle() const noexcept;

@@ -216,7 +216,7 @@ void sync_stream(cu::driver& d, void* ctx, void* stream, status& st) noexcept {
 
 gpu_streams::~gpu_streams() {
   cu::driver* d = drv();
-  if (d == nullptr || d->event_destroy == nullptr || from == owner::ring) return;
+  if (d == nullptr || d->event_destroy == nullptr || from == owner::process) return;
   for (auto& [ctx, ev] : events)
     if (ev != nullptr) {
       cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
@@ -283,23 +283,67 @@ bool gpu_ipc_events() noexcept {
                    "cuIpcGetEventHandle", "cuIpcOpenEventHandle"}) == nullptr;
 }
 
+namespace {
+
+/// Other processes' events opened here (context, handle -> event), kept open for their next
+/// answers: their rings reuse 32 handles per stream, and opening and closing one costs more
+/// than the copies it ends at small sizes. Never closed (at most `max`; beyond, events are
+/// opened per answer and closed after it).
+struct opened_events {
+  static constexpr std::size_t max = 1024;
+  std::mutex mu;
+  std::map<std::pair<void*, std::array<char, 64>>, cu::CUevent> at;
+  static opened_events& get() {
+    static auto* t = new opened_events;  // see above
+    return *t;
+  }
+};
+
+bool open_event(cu::driver& d, const std::array<char, 64>& handle, cu::CUevent& e) noexcept {
+  cu::CUipcEventHandle h{};
+  std::memcpy(h.reserved, handle.data(), sizeof h.reserved);
+  const cu::CUresult res = d.ipc_event_open(&e, h);
+  if (res == cu::success) return true;
+  try {
+    log::error("UCX: copy request: cuIpcOpenEventHandle: {}", d.what(res));
+  } catch (...) {
+  }
+  return false;
+}
+
+}  // namespace
+
 status gpu_import(const ipc_events& ev, void* ctx, gpu_streams& g) noexcept {
   g.n = 0;
   g.recorded = 0;
-  g.from = gpu_streams::owner::imported;
+  g.events.fill({nullptr, nullptr});
+  g.from = gpu_streams::owner::process;
   cu::driver* d = drv();
   if (d == nullptr || !gpu_ipc_events() || ev.n > gpu_streams::max) return status::backend;
   cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));
-  for (std::size_t i = 0; i < ev.n; ++i) {
-    cu::CUipcEventHandle h{};
-    std::memcpy(h.reserved, ev.handles[i].data(), sizeof h.reserved);
-    cu::CUevent e = nullptr;
-    const cu::CUresult res = cs.ok() ? d->ipc_event_open(&e, h) : cu::error_invalid_context;
-    if (res != cu::success) {
-      try {
-        log::error("UCX: copy request: cuIpcOpenEventHandle: {}", d->what(res));
-      } catch (...) {
+  if (!cs.ok()) return status::backend;
+  try {
+    opened_events& t = opened_events::get();
+    std::lock_guard lk(t.mu);
+    std::size_t missing = 0;
+    for (std::size_t i = 0; i < ev.n; ++i) missing += t.at.count({ctx, ev.handles[i]}) == 0;
+    if (t.at.size() + missing <= opened_events::max) {
+      for (std::size_t i = 0; i < ev.n; ++i) {
+        auto [it, added] = t.at.try_emplace({ctx, ev.handles[i]}, nullptr);
+        if (added && !open_event(*d, ev.handles[i], it->second)) {
+          t.at.erase(it);
+          return status::backend;
+        }
+        g.events[g.recorded++] = {ctx, it->second};
       }
+      return status::success;
+    }
+  } catch (...) {  // out of memory: opened for this answer alone
+  }
+  g.from = gpu_streams::owner::imported;
+  for (std::size_t i = 0; i < ev.n; ++i) {
+    cu::CUevent e = nullptr;
+    if (!open_event(*d, ev.handles[i], e)) {
       gpu_drop(g);
       return status::backend;
     }
@@ -327,7 +371,7 @@ status gpu_issue(std::span<const gpu_item> items, gpu_streams& g, bool record,
   g.recorded = 0;
   if (shared != nullptr) {
     shared->n = 0;
-    g.from = gpu_streams::owner::ring;
+    g.from = gpu_streams::owner::process;
     record = record && gpu_ipc_events();
   }
   cu::driver* d = drv();
@@ -427,7 +471,7 @@ status gpu_query(gpu_streams& g) noexcept {
 void gpu_wait(const gpu_streams& used) noexcept {
   cu::driver* d = drv();
   if (d == nullptr) return;
-  if (used.from == gpu_streams::owner::imported) {  // no stream here: its events, polled
+  if (used.n == 0) {  // another process's events (no stream of this one): polled
     for (std::size_t i = 0; i < used.recorded; ++i) {
       auto [ctx, ev] = used.events[i];
       cu::ctx_scope cs(*d, static_cast<cu::CUcontext>(ctx));

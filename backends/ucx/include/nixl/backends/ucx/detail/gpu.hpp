@@ -56,12 +56,13 @@ struct host_map_slot {
 
 /// The streams (context, stream) that a request's driver copies went out on, and an event per
 /// stream recorded after them. Whose events they are (`from`): this object's own (created at the
-/// first use, kept for the next, destroyed with this object), the process's shared ring (copies
-/// run for another process, which waits on the same events: never destroyed), or another
-/// process's events opened here (destroyed by gpu_drop or with this object).
+/// first use, kept for the next, destroyed with this object), the process's (its ring of events
+/// recorded after copies run for other processes, or the events it opened from their handles
+/// and keeps open: never destroyed), or another process's events opened for this object alone
+/// (destroyed by gpu_drop or with this object).
 struct gpu_streams {
   static constexpr std::size_t max = 8;
-  enum class owner : std::uint8_t { own, ring, imported };
+  enum class owner : std::uint8_t { own, process, imported };
   std::array<std::pair<void*, void*>, max> used{};
   std::array<std::pair<void*, void*>, max> events{};  ///< (context, event)
   std::size_t n = 0;
@@ -98,10 +99,12 @@ status gpu_copy(std::span<const gpu_item> items) noexcept;
 /// Whether this process can export (gpu_issue with `shared`) and open (gpu_import) the events
 /// of copies run for another process.
 bool gpu_ipc_events() noexcept;
-/// Opens another process's events `ev` in context `ctx` into `g` (empty before), so that
-/// gpu_query and gpu_wait tell when its copies end; backend when one cannot be opened.
+/// Opens another process's events `ev` in context `ctx` into `g`, so that gpu_query and
+/// gpu_wait tell when its copies end; backend when one cannot be opened. The process keeps
+/// them open for that process's next answers (up to 1024 events; beyond, they are opened for
+/// `g` alone).
 status gpu_import(const ipc_events& ev, void* ctx, gpu_streams& g) noexcept;
-/// Closes the events gpu_import opened in `g` and empties it.
+/// Empties `g`, closing the events gpu_import opened for it alone.
 void gpu_drop(gpu_streams& g) noexcept;
 
 }  // namespace nixl::ucx::detail

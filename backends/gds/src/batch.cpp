@@ -83,6 +83,27 @@ void batch_pool::lose(batch_slot*) noexcept {
   }
 }
 
+bool launch(const cufile::library& lib, std::span<batch_slot* const> slots) noexcept {
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    batch_slot& s = *slots[k];
+    if (s.submitted == 0) continue;
+    if (s.device >= 0) use_device(s.device);
+    if (!NIXL_CUFILE_WARN(lib.cuFileBatchIOSubmit(s.handle, s.submitted, s.params.data(), 0))) {
+      for (; k < slots.size(); ++k) slots[k]->submitted = 0;  // none of these runs
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+bool launch_task(job& j) noexcept {
+  auto& l = static_cast<launch_job&>(j);
+  l.ran = true;
+  return launch(*l.lib, l.slots);
+}
+}  // namespace
+
 }  // namespace detail
 
 backend::backend(const config& cfg, const nixl::backend_context& ctx)
@@ -91,9 +112,7 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx)
       inflight_cap_(cfg.max_inflight != 0 ? cfg.max_inflight : (compat_ ? cfg.batch_limit : 0)),
       pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
                                                  cfg.batch_limit)),
-      threads_(cfg.dram_batch ? nullptr
-                              : std::make_unique<detail::thread_pool>(state_->lib(),
-                                                                      cfg.dram_threads, "GDS")) {
+      threads_(std::make_unique<detail::thread_pool>(state_->lib(), cfg.io_threads, "GDS")) {
   if (compat_)
     log::info(
         "GDS backend ({}): {} batch handles of {} entries, cuFile compatibility mode: chunks of "
@@ -130,7 +149,8 @@ backend& backend::operator=(backend&&) noexcept = default;
 
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
-  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()))
+  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()) ||
+      (req.launch && req.launch->busy()))
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
@@ -138,7 +158,7 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   // calls (compatibility mode's bounce buffers cut each call anyway).
   req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
                                cfg_.dram_batch ? 0 : cfg_.max_request_size);
-  if (threads_) {
+  if (!cfg_.dram_batch) {
     // DRAM chunks leave the batch plan: the threads move them with synchronous calls.
     auto& ch = req.plan.chunks;
     const auto vram_end = std::stable_partition(
@@ -157,12 +177,22 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   const std::size_t batches = slots_wanted(req.plan.chunks.size());
   req.slots.clear();
   req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
+  if (!req.plan.chunks.empty() && (!req.launch || req.launch.use_count() > 1)) {
+    req.launch = std::make_shared<detail::launch_job>();
+    req.launch->task = &detail::launch_task;
+    req.launch->lib = &state_->lib();
+  }
+  if (req.launch) {
+    req.launch->slots.clear();
+    req.launch->slots.reserve(req.slots.capacity());
+    req.launch->posted.store(false, std::memory_order_relaxed);
+  }
   req.next = req.done = 0;
   req.failing = false;
   req.state.reset();
 }
 
-bool backend::submit(request& req, detail::batch_slot& s) noexcept {
+void backend::fill(request& req, detail::batch_slot& s) noexcept {
   const auto& chunks = req.plan.chunks;
   std::size_t room = std::min<std::size_t>(pool_->limit(), chunks.size() - req.next);
   if (inflight_cap_ != 0) {
@@ -178,7 +208,7 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
   s.finished = 0;
   if (room == 0) {  // nothing may go now: the handle waits for the next poll
     s.submitted = 0;
-    return true;
+    return;
   }
   const auto n = static_cast<unsigned>(room);
   for (unsigned j = 0; j < n; ++j) {
@@ -199,19 +229,28 @@ bool backend::submit(request& req, detail::batch_slot& s) noexcept {
     p.cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(j));
     s.seen[j] = 0;
   }
-  if (chunks[req.next].device >= 0) detail::use_device(chunks[req.next].device);
-  if (!NIXL_CUFILE_WARN(state_->lib().cuFileBatchIOSubmit(s.handle, n, s.params.data(), 0))) {
-    s.submitted = 0;
-    return false;
-  }
+  s.device = chunks[req.next].device;
   s.submitted = n;
   req.next += n;
-  return true;
+}
+
+bool backend::submit(request& req, detail::batch_slot& s) noexcept {
+  fill(req, s);
+  detail::batch_slot* const one = &s;
+  return detail::launch(state_->lib(), std::span(&one, 1));
+}
+
+void backend::settle_launch(request& req) noexcept {
+  auto& l = *req.launch;
+  l.posted.store(false, std::memory_order_relaxed);
+  if (!l.ran)  // canceled before a thread got to it: nothing reached cuFile
+    for (detail::batch_slot* s : l.slots) s->submitted = 0;
 }
 
 nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
-  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()))
+  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()) ||
+      (req.launch && req.launch->busy()))
     return nixl::status::repost_active;
   req.next = req.done = 0;
   req.failing = false;
@@ -235,14 +274,25 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     return nixl::status::backend;
   }
   req.state.start();
-  if (req.sync) {  // the threads start on the DRAM chunks while the batches are submitted
+  unsigned entries = 0;
+  for (auto* s : req.slots) {
+    if (req.next >= req.plan.chunks.size()) break;
+    fill(req, *s);
+    entries += s->submitted;
+  }
+  if (entries > inline_entries) {  // a thread submits them, ahead of the DRAM chunks
+    auto& l = *req.launch;
+    l.slots.assign(req.slots.begin(), req.slots.end());  // within the capacity of prepare
+    l.ran = false;
+    l.start();
+    threads_->enqueue(req.launch);
+  }
+  if (req.sync) {
     req.sync->start();
     threads_->enqueue(req.sync);
   }
-  for (auto* s : req.slots) {
-    if (req.next >= req.plan.chunks.size()) break;
-    if (!submit(req, *s)) return fail(req);
-  }
+  if (entries > inline_entries) return nixl::status::in_progress;
+  if (!detail::launch(state_->lib(), req.slots)) return fail(req);
   return poll(req);
 }
 
@@ -252,6 +302,12 @@ nixl::status backend::check(request& req) noexcept {
 
 nixl::status backend::poll(request& req) noexcept {
   if (req.failing) return settle(req);
+  if (req.launch && req.launch->posted.load(std::memory_order_acquire)) {
+    // The batches a thread submits: nothing of them is polled before it did.
+    if (req.launch->busy()) return nixl::status::in_progress;
+    settle_launch(req);
+    if (req.launch->failed.load(std::memory_order_acquire)) return fail(req);
+  }
   if (req.sync && req.sync->failed.load(std::memory_order_acquire)) return fail(req);
   const auto& lib = state_->lib();
   bool bad = false;
@@ -388,6 +444,10 @@ nixl::status backend::settle(request& req) noexcept {
 }
 
 nixl::status backend::release(request& req) noexcept {
+  if (req.launch && req.launch->posted.load(std::memory_order_acquire)) {
+    if (!threads_->cancel(*req.launch, cfg_.cancel_timeout)) return nixl::status::repost_active;
+    settle_launch(req);
+  }
   if (!req.slots.empty() && !drain(req)) return nixl::status::repost_active;
   if (req.sync && !threads_->cancel(*req.sync, cfg_.cancel_timeout))
     return nixl::status::repost_active;
@@ -404,12 +464,12 @@ std::size_t backend::free_batches() const noexcept {
   return pool_->free_count();
 }
 
-unsigned backend::dram_threads() const noexcept {
-  return threads_ ? threads_->threads() : 0;
+unsigned backend::io_threads() const noexcept {
+  return threads_->threads();
 }
 
-unsigned backend::idle_dram_threads() const noexcept {
-  return threads_ ? threads_->idle() : 0;
+unsigned backend::idle_io_threads() const noexcept {
+  return threads_->idle();
 }
 
 }  // namespace nixl::gds

@@ -97,7 +97,7 @@ config config::from_params(const nixl::params& p) {
   count("batch_pool_size", c.batch_pool_size, 1, 1024);
   count("batch_limit", c.batch_limit, 1, 4096);
   count("max_inflight", c.max_inflight, 0, 1 << 20);
-  count("dram_threads", c.dram_threads, 1, 256);
+  count("io_threads", c.io_threads, 1, 256);
   if (auto v = find(p, "dram_batch"))
     c.dram_batch = nixl::detail::parse_bool("GDS", "dram_batch", *v);
   common("GDS", p, c);
@@ -109,7 +109,7 @@ nixl::params config::to_params() const {
                              {"batch_limit", std::to_string(batch_limit)},
                              {"max_inflight", std::to_string(max_inflight)},
                              {"dram_batch", dram_batch ? "true" : "false"},
-                             {"dram_threads", std::to_string(dram_threads)}});
+                             {"io_threads", std::to_string(io_threads)}});
 }
 
 nixl::params backend::default_params() {

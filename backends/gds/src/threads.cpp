@@ -41,8 +41,8 @@ thread_pool::~thread_pool() {
     // Jobs still queued are dropped: their chunks count as finished.
     for (job* j = head_; j != nullptr;) {
       job* n = j->next_queued;
-      j->finished.fetch_add(j->work.chunks.size() - j->claimed, std::memory_order_acq_rel);
-      j->claimed = j->work.chunks.size();
+      j->finished.fetch_add(j->units() - j->claimed, std::memory_order_acq_rel);
+      j->claimed = j->units();
       j->next_queued = nullptr;
       j->keep.reset();
       j = n;
@@ -61,7 +61,7 @@ thread_pool::~thread_pool() {
 void thread_pool::claim(job*& j, std::size_t& i, std::shared_ptr<job>& hold) noexcept {
   j = head_;
   i = j->claimed++;
-  if (j->claimed == j->work.chunks.size()) {  // its last chunk: off the queue
+  if (j->claimed == j->units()) {  // its last chunk: off the queue
     head_ = j->next_queued;
     if (head_ == nullptr) tail_ = nullptr;
     j->next_queued = nullptr;
@@ -102,8 +102,8 @@ void thread_pool::withdraw(job& j) noexcept {
       head_ = q->next_queued;
     if (tail_ == q) tail_ = prev;
     q->next_queued = nullptr;
-    q->finished.fetch_add(q->work.chunks.size() - q->claimed, std::memory_order_acq_rel);
-    q->claimed = q->work.chunks.size();
+    q->finished.fetch_add(q->units() - q->claimed, std::memory_order_acq_rel);
+    q->claimed = q->units();
     keep = std::move(q->keep);
     break;
   }
@@ -120,7 +120,7 @@ bool thread_pool::cancel(job& j, std::chrono::milliseconds timeout) noexcept {
         log::error(
             "{}: {} chunk(s) of a released request still run after cancel_timeout_ms={}; "
             "release answers repost_active and the chunks finish on their own",
-            who_, j.work.chunks.size() - j.finished.load(), timeout.count());
+            who_, j.units() - j.finished.load(), timeout.count());
       } catch (...) {
       }
       return false;
@@ -169,6 +169,11 @@ void thread_pool::run(worker& w, unsigned self) noexcept {
 }
 
 void thread_pool::execute(job& j, std::size_t i) noexcept {
+  if (j.task != nullptr) {
+    if (!j.canceled.load(std::memory_order_acquire) && !j.task(j))
+      j.failed.store(true, std::memory_order_release);
+    return;
+  }
   const chunk& c = j.work.chunks[i];
   if (!j.failed.load(std::memory_order_acquire) && !j.canceled.load(std::memory_order_acquire)) {
     if (c.device >= 0) use_device(c.device);
@@ -241,8 +246,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
 nixl::status backend::check(request& req) noexcept {
   if (!req.job || !req.job->posted.load(std::memory_order_acquire)) return nixl::status::not_posted;
   auto& j = *req.job;
-  if (j.finished.load(std::memory_order_acquire) < j.work.chunks.size())
-    return nixl::status::in_progress;
+  if (j.finished.load(std::memory_order_acquire) < j.units()) return nixl::status::in_progress;
   if (j.failed.load(std::memory_order_acquire)) return nixl::status::backend;
   if (j.canceled.load(std::memory_order_acquire)) return nixl::status::canceled;
   return nixl::status::success;

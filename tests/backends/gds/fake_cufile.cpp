@@ -2,7 +2,8 @@
 // tests: DRAM only, I/O with pread/pwrite. Batches run on one thread each, in order. Knobs and
 // counters for the tests come through nixl_fake_cufile_set/get (found with dlsym):
 //   set: delay_us (per I/O), hang (entries wait until canceled or unset), hang_sync
-//        (synchronous calls wait until it is unset), ignore_cancel
+//        (synchronous calls wait until it is unset), hang_submit (cuFileBatchIOSubmit waits until
+//        it is unset, before it counts), ignore_cancel
 //        (cuFileBatchIOCancel fails and hung entries stay hung), refuse_buf
 //        (cuFileBufRegister fails), fail_open (cuFileDriverOpen fails), fail_io (the next I/O
 //        fails with EIO)
@@ -41,8 +42,8 @@ struct counters {
       sync_threads{0}, sync_running{0}, max_sync_running{0};
   std::mutex threads_mu;
   std::vector<std::thread::id> threads_seen;
-  std::atomic<long> delay_us{0}, hang{0}, hang_sync{0}, ignore_cancel{0}, refuse_buf{0},
-      fail_open{0}, fail_io{0};
+  std::atomic<long> delay_us{0}, hang{0}, hang_sync{0}, hang_submit{0}, ignore_cancel{0},
+      refuse_buf{0}, fail_open{0}, fail_io{0};
 };
 counters& c() {
   static counters k;
@@ -69,6 +70,7 @@ std::atomic<long>* knob(std::string_view k) {
   if (k == "delay_us") return &s.delay_us;
   if (k == "hang") return &s.hang;
   if (k == "hang_sync") return &s.hang_sync;
+  if (k == "hang_submit") return &s.hang_submit;
   if (k == "ignore_cancel") return &s.ignore_cancel;
   if (k == "refuse_buf") return &s.refuse_buf;
   if (k == "fail_open") return &s.fail_open;
@@ -286,6 +288,8 @@ __attribute__((visibility("default"))) CUfileError_t cuFileBatchIOSubmit(CUfileB
                                                                          unsigned nr,
                                                                          CUfileIOParams_t* p,
                                                                          unsigned) {
+  // The knob changes without a notification: look again every millisecond.
+  while (c().hang_submit.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   auto* b = static_cast<batch*>(h);
   if (b == nullptr || p == nullptr || nr == 0 || nr > b->cap) return err(5022);
   for (unsigned i = 0; i < nr; ++i)

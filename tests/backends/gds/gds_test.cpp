@@ -54,8 +54,8 @@ struct fake {
     ::dlclose(h);
   }
   void reset() {
-    for (const char* k :
-         {"delay_us", "hang", "hang_sync", "ignore_cancel", "refuse_buf", "fail_open", "fail_io"})
+    for (const char* k : {"delay_us", "hang", "hang_sync", "hang_submit", "ignore_cancel",
+                          "refuse_buf", "fail_open", "fail_io"})
       set_(k, 0);
   }
   long get(const char* k) const { return get_(k); }
@@ -154,9 +154,9 @@ TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
   CHECK(d.batch_limit == 8);
   CHECK(d.max_request_size == 65536);
   CHECK_FALSE(c.dram_batch);
-  CHECK(c.dram_threads == 2);
-  CHECK(nixl::gds::config::from_params({{"dram_threads", "5"}}).dram_threads == 5);
-  CHECK_THROWS_AS(nixl::gds::config::from_params({{"dram_threads", "0"}}), nixl::error);
+  CHECK(c.io_threads == 2);
+  CHECK(nixl::gds::config::from_params({{"io_threads", "5"}}).io_threads == 5);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"io_threads", "0"}}), nixl::error);
   CHECK(nixl::gds::config::from_params({{"dram_batch", "true"}}).dram_batch);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"dram_batch", "maybe"}}), nixl::error);
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"batch_pool_size", "0"}}), nixl::error);
@@ -270,10 +270,12 @@ TEST_CASE_METHOD(data_file, "gds: release of a request in flight cancels it", "[
     rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
     gds_b::request q;
     r.prepare(q, nixl::xfer_op::write, scattered(64, 4096));
-    const long cancels0 = f.get("cancels");
+    const long cancels0 = f.get("cancels"), submits0 = f.get("submits");
     f.set("hang", 1);
     CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
     CHECK(b.free_batches() == 0);
+    // A thread submits the two batches (16 entries); then they are cuFile's to cancel.
+    CHECK(wait_until([&] { return f.get("submits") - submits0 == 2; }));
     CHECK(b.release(q) == nixl::status::success);
     f.set("hang", 0);
     CHECK(f.get("cancels") - cancels0 == 2);
@@ -308,13 +310,13 @@ TEST_CASE_METHOD(data_file, "gds: release of a request in flight cancels it", "[
     release_drops_waiting_chunks<mt_b>(f, fd.fd, src, {{"thread_count", "2"}});
   }
   SECTION("GDS, DRAM chunks on its threads: the same") {
-    release_drops_waiting_chunks<gds_b>(f, fd.fd, src, {{"dram_threads", "2"}});
+    release_drops_waiting_chunks<gds_b>(f, fd.fd, src, {{"io_threads", "2"}});
   }
   SECTION("GDS_MT: running chunks past cancel_timeout_ms give repost_active") {
     release_past_cancel_timeout<mt_b>(f, fd.fd, src, {{"thread_count", "1"}});
   }
   SECTION("GDS, DRAM chunks on its threads: the same") {
-    release_past_cancel_timeout<gds_b>(f, fd.fd, src, {{"dram_threads", "1"}});
+    release_past_cancel_timeout<gds_b>(f, fd.fd, src, {{"io_threads", "1"}});
   }
 }
 
@@ -984,7 +986,7 @@ TEST_CASE_METHOD(data_file, "gds: post hands DRAM chunks to the threads and wait
   // Synchronous calls hang until the knob is unset; a watchdog unsets it after 10 s, so a post
   // that waited for them would return only then, and the test would fail, not hang.
   auto b = make<gds_b>(params_for<gds_b>(lib, {{"max_request_size", "65536"}}));
-  CHECK(b.dram_threads() == 2);
+  CHECK(b.io_threads() == 2);
   buffer src(256 * KiB), dst(256 * KiB);
   src.fill(9);
   std::atomic<bool> done{false}, fired{false};
@@ -1006,7 +1008,7 @@ TEST_CASE_METHOD(data_file, "gds: post hands DRAM chunks to the threads and wait
   // Both threads take a chunk and wait inside their calls; the request is in progress.
   CHECK(wait_until([&] { return f.get("sync_running") == 2; }));
   CHECK(b.check(q) == nixl::status::in_progress);
-  CHECK(b.idle_dram_threads() == 0);
+  CHECK(b.idle_io_threads() == 0);
   f.set("hang_sync", 0);
   CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
   done = true;
@@ -1016,7 +1018,7 @@ TEST_CASE_METHOD(data_file, "gds: post hands DRAM chunks to the threads and wait
   rig<gds_b> rd(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
   REQUIRE(rd.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
   CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
-  CHECK(wait_until([&] { return b.idle_dram_threads() == 2; }));
+  CHECK(wait_until([&] { return b.idle_io_threads() == 2; }));
 }
 
 TEST_CASE_METHOD(data_file, "gds: a failing DRAM chunk ends the request once no chunk of it runs",
@@ -1044,4 +1046,60 @@ TEST_CASE_METHOD(data_file, "gds: a failing DRAM chunk ends the request once no 
   CHECK(b.release(q) == nixl::status::success);
   r.prepare(q, nixl::xfer_op::write, {{0, 0, 16 * 4096}});
   CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);
+}
+
+TEST_CASE_METHOD(data_file, "gds: a post of many batch entries leaves their submission to a thread",
+                 "[gds]") {
+  // cuFileBatchIOSubmit hangs until the knob is unset (a watchdog unsets it after 10 s: a post
+  // that submitted itself would return only then, and the test would fail, not hang).
+  auto b = make<gds_b>(p<gds_b>({{"io_threads", "1"}, {"batch_limit", "16"}}));
+  buffer src(16 * 4096), dst(16 * 4096);
+  src.fill(21);
+  rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+  SECTION("one entry: the post submits it itself") {
+    gds_b::request q;
+    r.prepare(q, nixl::xfer_op::write, {{0, 0, 4096}});
+    const long submits0 = f.get("submits");
+    const auto st = b.post(q, std::nullopt);
+    CHECK(f.get("submits") - submits0 == 1);  // before post returned
+    CHECK(wait(b, q, st) == nixl::status::success);
+    CHECK(b.release(q) == nixl::status::success);
+  }
+  SECTION("16 entries: a thread submits them; a request queued behind it releases at once") {
+    std::atomic<bool> done{false}, fired{false};
+    f.set("hang_submit", 1);
+    std::thread watchdog([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!done.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!done.load()) {
+        fired = true;
+        f.set("hang_submit", 0);
+      }
+    });
+    const long submits0 = f.get("submits");
+    gds_b::request q, later;
+    r.prepare(q, nixl::xfer_op::write, scattered(16, 4096));
+    r.prepare(later, nixl::xfer_op::write, scattered(16, 4096));
+    CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
+    CHECK(b.post(later, std::nullopt) == nixl::status::in_progress);  // queued: one thread
+    CHECK_FALSE(fired.load());
+    CHECK(b.check(q) == nixl::status::in_progress);
+    CHECK(b.free_batches() == b.pool_size() - 2);
+    // Released before a thread got to it: nothing of it reached cuFile, its handle is back.
+    CHECK(b.release(later) == nixl::status::success);
+    CHECK(b.free_batches() == b.pool_size() - 1);
+    CHECK(f.get("submits") == submits0);
+    f.set("hang_submit", 0);
+    CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
+    done = true;
+    watchdog.join();
+    CHECK_FALSE(fired.load());
+    CHECK(f.get("submits") - submits0 == 1);  // q's one batch of 16 entries
+    CHECK(b.release(q) == nixl::status::success);
+    CHECK(b.free_batches() == b.pool_size());
+    rig<gds_b> rd(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
+    REQUIRE(rd.run(nixl::xfer_op::read, scattered(16, 4096)) == nixl::status::success);
+    CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
+  }
 }

@@ -48,17 +48,18 @@ class backend : public detail::file_backend<backend> {
 
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
-    detail::plan plan;                       // the chunks for the batch API
-    std::shared_ptr<detail::job> sync;       // DRAM chunks for the threads (none: null)
-    std::vector<detail::batch_slot*> slots;  // capacity reserved at prepare
-    std::size_t next = 0;                    // first chunk not submitted yet
-    std::size_t done = 0;                    // chunks complete
-    bool failing = false;                    // failed: ends once the DRAM chunks stopped
-    nixl::detail::completion state;          // idle, busy, or done with its status
+    detail::plan plan;                           // the chunks for the batch API
+    std::shared_ptr<detail::job> sync;           // DRAM chunks for the threads (none: null)
+    std::shared_ptr<detail::launch_job> launch;  // the post's batches, for a thread to submit
+    std::vector<detail::batch_slot*> slots;      // capacity reserved at prepare
+    std::size_t next = 0;                        // first chunk not submitted yet
+    std::size_t done = 0;                        // chunks complete
+    bool failing = false;                        // failed: ends once the DRAM chunks stopped
+    nixl::detail::completion state;              // idle, busy, or done with its status
   };
 
-  /// Loads cuFile, opens its driver, sets up the batch pool and (without `dram_batch`) starts
-  /// `dram_threads` threads. Throws `nixl::error(backend)`
+  /// Loads cuFile, opens its driver, sets up the batch pool and starts `io_threads` threads.
+  /// Throws `nixl::error(backend)`
   /// "libcufile not found (...)" without the library, or naming the cuFile call that failed.
   backend(const config& cfg, const nixl::backend_context& ctx);
   ~backend();
@@ -70,9 +71,10 @@ class backend : public detail::file_backend<backend> {
   void prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                std::span<const bound_desc<remote_region>> remote, peer&);
 
-  /// Submits the first batches and hands the DRAM chunks (unless `dram_batch`) to the threads;
-  /// waits for no I/O: `in_progress`, `success` for an empty request, `backend` when the pool
-  /// has no free handle. Notifications: `not_supported`.
+  /// Fills in the first batches and hands them to a thread to submit (submits them itself when
+  /// they hold at most `inline_entries`), and hands the DRAM chunks (unless `dram_batch`) to the
+  /// threads; waits for no I/O: `in_progress`, `success` for an empty request, `backend` when
+  /// the pool has no free handle. Notifications: `not_supported`.
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
   /// Polls the request's batches and DRAM chunks without waiting, submits the next batches as
   /// handles free up. A failed chunk or a batch cuFile refuses ends it with `backend` once
@@ -88,16 +90,21 @@ class backend : public detail::file_backend<backend> {
   /// Batch handles in the pool, and how many are free now.
   unsigned pool_size() const noexcept;
   std::size_t free_batches() const noexcept;
-  /// Threads moving DRAM chunks (0 with `dram_batch`), and how many wait for work now.
-  unsigned dram_threads() const noexcept;
-  unsigned idle_dram_threads() const noexcept;
+  /// The backend's threads (DRAM chunks, batch submissions), and how many wait for work now.
+  unsigned io_threads() const noexcept;
+  unsigned idle_io_threads() const noexcept;
+  /// A post submits its first batches itself when they hold at most this many entries (cheap
+  /// enough), else a thread does.
+  static constexpr unsigned inline_entries = 2;
   const config& settings() const noexcept { return cfg_; }
   /// The chunk size it cuts a request of `total` bytes at (compat_mode() decides).
   std::size_t chunk_size_for(std::size_t total) const noexcept;
 
  private:
   nixl::status fail(request& req) noexcept;
+  void fill(request& req, detail::batch_slot& s) noexcept;
   bool submit(request& req, detail::batch_slot& s) noexcept;
+  void settle_launch(request& req) noexcept;
   nixl::status settle(request& req) noexcept;
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;
@@ -107,7 +114,7 @@ class backend : public detail::file_backend<backend> {
   config cfg_;
   unsigned inflight_cap_ = 0;
   std::unique_ptr<detail::batch_pool> pool_;
-  std::unique_ptr<detail::thread_pool> threads_;  // DRAM chunks; null with dram_batch
+  std::unique_ptr<detail::thread_pool> threads_;  // DRAM chunks and batch submissions
 };
 
 static_assert(nixl::storage_backend<backend>);

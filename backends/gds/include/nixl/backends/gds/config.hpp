@@ -55,8 +55,8 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///    with synchronous cuFileRead/cuFileWrite calls on the backend's own threads, and only VRAM
 ///    chunks use the batch API: in compatibility mode, host memory through the batch API gave
 ///    wrong data on libcufile 1.15 (docs/gds.md).
-///  - `dram_threads` (2): the threads that move DRAM chunks (none are started with
-///    `dram_batch`).
+///  - `io_threads` (2): the backend's threads: they move DRAM chunks and submit the batches of
+///    a post that holds more than `backend::inline_entries` entries.
 /// Both backends also take:
 ///  - `compat_mode`, `compat_chunk_size`: as above.
 ///  - `cufile_path` (""): the cuFile library to load; empty: `$NIXL_CUFILE_PATH`, else
@@ -71,7 +71,7 @@ struct config {
   std::size_t compat_chunk_size = std::size_t{256} << 10;
   unsigned max_inflight = 0;
   bool dram_batch = false;
-  unsigned dram_threads = 2;
+  unsigned io_threads = 2;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
 

@@ -4,10 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <nixl/backends/gds/detail/common.hpp>
 #include <nixl/backends/gds/detail/cufile.hpp>
+#include <nixl/backends/gds/detail/threads.hpp>
 #include <nixl/detail/completion.hpp>
 
 namespace nixl::gds::detail {
@@ -19,8 +21,22 @@ struct batch_slot {
   std::vector<cufile::CUfileIOEvents_t> events;
   std::vector<std::uint8_t> seen;  // per entry: its completion was counted
   std::size_t first = 0;           // the request's chunk of entry 0
-  unsigned submitted = 0;
+  unsigned submitted = 0;          // entries filled in (and, once launched, given to cuFile)
   unsigned finished = 0;
+  int device = -1;  // VRAM entries: their GPU, made current for the submission
+};
+
+/// Submits the filled-in batches of `slots` in order (cuFileBatchIOSubmit). On a refusal the
+/// handles not submitted get `submitted` 0 and it returns false.
+bool launch(const cufile::library& lib, std::span<batch_slot* const> slots) noexcept;
+
+/// A post's batches, submitted by one of the backend's threads: cuFile's submission can take
+/// tens of microseconds (compatibility mode). `ran` says whether the thread got to them (a
+/// release may cancel the job first).
+struct launch_job : job {
+  const cufile::library* lib = nullptr;
+  std::vector<batch_slot*> slots;  // capacity reserved at prepare
+  bool ran = false;                // written by the thread before the job finishes
 };
 
 /// Batch handles set up once; requests take them while in flight and give them back.

@@ -17,9 +17,12 @@
 
 namespace nixl::gds::detail {
 
-/// A request's chunks and their progress.
+/// A request's chunks and their progress; or, with `task`, one piece of other work.
 struct job {
   plan work;
+  /// Called once by a thread instead of cuFile calls for chunks (the job then has one unit of
+  /// work); false fails the job.
+  bool (*task)(job&) noexcept = nullptr;
   std::size_t claimed = 0;               // chunks handed to threads (under the pool's lock)
   std::atomic<std::size_t> finished{0};  // chunks done, failed or skipped
   std::atomic<bool> failed{false};
@@ -31,10 +34,12 @@ struct job {
   job* next_queued = nullptr;  // the pool's queue
   std::shared_ptr<job> keep;   // the queue's reference while queued
 
-  /// Posted, with chunks not finished yet.
+  /// What the threads run of it: its chunks, or its task.
+  std::size_t units() const noexcept { return task != nullptr ? 1 : work.chunks.size(); }
+  /// Posted, with units not finished yet.
   bool busy() const noexcept {
     return posted.load(std::memory_order_acquire) &&
-           finished.load(std::memory_order_acquire) < work.chunks.size();
+           finished.load(std::memory_order_acquire) < units();
   }
   /// Resets the progress for a post (the job is not busy).
   void start() noexcept {

@@ -160,6 +160,12 @@ ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data
     copy_done(s, ack->st);  // the copies ended (or failed)
     return UCS_OK;
   }
+  if (s->copy_ctx == nullptr) {  // the request asked for no events (its VRAM has no context)
+    log::error("UCX: copy request to '{}': the peer answered with events it was not asked for",
+               s->peer.load(std::memory_order_relaxed)->name);
+    copy_done(s, status::backend);
+    return UCS_OK;
+  }
   // issued: they end when the peer's events say so, seen as this process's own driver copies
   s->copy_deadline_ns.store(0, std::memory_order_relaxed);
   if (gpu_import(ack->events, s->copy_ctx, s->peer_copy) == status::success &&

@@ -31,6 +31,14 @@ if [[ -n $ucx_dir && -d $ucx_dir ]]; then
     for l in $(libs "$m"); do [[ -f $dest/lib/$(basename "$l") ]] || cp -L "$l" "$dest/lib/"; done
   done
 fi
+# libcufile (loaded at run time by the GDS backends, from the other machine) opens libmount and
+# libudev itself; the other machine's copies may need a newer C library than the packed one (on
+# the GPU machine cuFile then failed with "unable to load libmount.so.1"), so the packed loader
+# gets this machine's.
+for l in libmount.so.1 libblkid.so.1 libselinux.so.1 libpcre2-8.so.0 libudev.so.1; do
+  f=$(ldconfig -p 2>/dev/null | awk -v n="$l" '$1 == n && /x86-64/ && f == "" {f = $NF} END {print f}')
+  if [[ -n $f && ! -f $dest/lib/$l ]]; then cp -L "$f" "$dest/lib/"; fi
+done
 cp -L /lib64/ld-linux-x86-64.so.2 "$dest/lib/"
 cp "$here/doc-runs.sh" "$here/perf-runs.sh" "$dest/"
 cat > "$dest/nixl-bench.sh" <<'SH'

@@ -86,7 +86,7 @@ void engine::run() noexcept {
       if (watch_[i].handed_back.exchange(0, std::memory_order_seq_cst) != 0) {
         seen[i] = u;  // the thread that drove it waits now: event mode at once
         last_user[i] = std::numeric_limits<std::int64_t>::min() / 2;
-      } else if (u != seen[i]) {
+      } else if (u != seen[i] || watch_[i].app_posts.load(std::memory_order_relaxed) != 0) {
         seen[i] = u;
         last_user[i] = now;
       }

@@ -86,7 +86,10 @@ void engine::post_claimed(op_slot* s, status cancel) noexcept {
   for (const op_run& pt : s->parts) {
     if (why == status::success) {
       const bulk_post_scope hold(*s->owner, pt.worker, app_thread ? pt.count : 0);
+      auto& polls = s->owner->watch_[pt.worker].app_posts;
+      if (app_thread) polls.fetch_add(1, std::memory_order_relaxed);
       post_part(s, pt, s->write);
+      if (app_thread) polls.fetch_sub(1, std::memory_order_relaxed);
     } else {
       s->fail(why);
       flush_done(s);

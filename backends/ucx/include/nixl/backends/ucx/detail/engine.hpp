@@ -167,6 +167,10 @@ struct alignas(64) worker_watch {
   /// Posts of many operations in progress on the worker (engine::bulk_post): the progress
   /// thread stays off it until they end.
   std::atomic<std::uint32_t> bulk_posts{0};
+  /// Handed-over posts an application thread's status check makes on the worker now (a large
+  /// cma copy takes milliseconds without a poll): the worker counts as driven meanwhile, so the
+  /// next post does not find it in event mode and wake the progress thread.
+  std::atomic<std::uint32_t> app_posts{0};
   /// The progress thread holds the worker in driven mode (an application thread polls it).
   std::atomic<int> driven{0};
   /// An application thread stopped driving the worker (it sleeps in request::wait now): the

@@ -279,6 +279,40 @@ TEST_CASE("ucx two processes: large blocks to a peer without a progress thread s
   CHECK(t.ask(sum_cmd(4096, 65536)) == sum_of(local.data() + 4096, 65536));
 }
 
+TEST_CASE("ucx two processes: a post that a status check makes itself keeps the worker driven") {
+  // A cma copy of 64 MiB takes milliseconds without a poll. The progress thread must not take
+  // the worker back to event mode under it: the next post would then wake the thread (a cost
+  // in that post). Sanitized builds copy 4 MiB, too short to tell.
+  peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
+  buffer local(target_size);
+  ucx_agent agent("initiator");
+  agent.create_backend<nixl::ucx::backend>({{"shm_min_size", "0"}});  // cma calls at every size
+  agent.register_memory(local.reg());
+  REQUIRE(agent.load_remote_metadata(t.metadata()) == "target");
+  const dram_list here{{local.addr(), ucx_test::big, 0}};
+  const dram_list there{{t.remote_addr(), ucx_test::big, 0}};
+  auto w = agent.create_request(xfer_op::write, here, there, "target");
+  if (!w.backend_state().cma_copies())
+    NIXL_SKIP("this UCX has no endpoint query (before 1.14): UCX moves same-host DRAM itself");
+  auto& be = agent.get_backend<nixl::ucx::backend>();
+  const std::uint32_t wk = w.backend_state().worker();
+  for (int i = 0; i < 3; ++i) {
+    local.fill(20 + i);
+    // the application drives the worker
+    REQUIRE(nixl::test::wait_until([&] {
+      be.progress();
+      return be.worker_driven(wk);
+    }));
+    be.hold_thread_posts(true);  // the post waits for the status check, which makes the copy
+    (void)w.post();
+    (void)w.status();
+    CHECK(be.worker_driven(wk));
+    be.hold_thread_posts(false);
+    REQUIRE(wait(w) == status::success);
+    CHECK(t.ask(sum_cmd(0, ucx_test::big)) == sum_of(local.data(), ucx_test::big));
+  }
+}
+
 TEST_CASE("ucx two processes: a peer whose memory the kernel closes after connecting") {
   peer_process t(NIXL_UCX_PEER_EXE, {"target", std::to_string(target_size)});
   buffer local(target_size);

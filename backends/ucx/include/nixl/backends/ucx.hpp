@@ -285,6 +285,9 @@ class backend {
   /// How many times application threads progressed worker `w` (status checks, progress()):
   /// while it changes, the progress thread leaves the worker to them. A diagnostic.
   std::uint32_t worker_polls(std::uint32_t w) const noexcept { return eng_->worker_polls(w); }
+  /// Whether the progress thread holds worker `w` in driven mode now (application threads
+  /// progress it; a post does not wake the thread). A diagnostic.
+  bool worker_driven(std::uint32_t w) const noexcept { return eng_->worker_driven(w); }
   /// While `on`, the progress thread leaves the posts handed to it queued (post_thread): a status
   /// check of the request or its release takes them. A diagnostic, for tests of that hand-over.
   void hold_thread_posts(bool on) noexcept { eng_->hold_posts(on); }

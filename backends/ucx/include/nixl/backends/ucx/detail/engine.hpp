@@ -263,6 +263,9 @@ class engine {
     polls.store(polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
+  bool worker_driven(std::uint32_t i) const noexcept {
+    return i < workers_.size() && watch_[i].driven.load(std::memory_order_seq_cst) != 0;
+  }
   std::uint32_t worker_polls(std::uint32_t i) const noexcept {
     return i < workers_.size() ? watch_[i].user_polls.load(std::memory_order_relaxed) : 0;
   }

@@ -132,6 +132,44 @@ void release_past_cancel_timeout(const fake& f, int fd, buffer& src, nixl::param
   CHECK(wait(b, q, b.post(q, std::nullopt)) == nixl::status::success);
 }
 
+/// Sets the fake's hang knob `knob` to 1 for its lifetime, and a watchdog unsets it after 10 s:
+/// a call that waits for the hang returns only then, and `fired()` tells the test, which fails
+/// instead of hanging.
+class hang_guard {
+ public:
+  hang_guard(const fake& f, const char* knob) : f_(f), knob_(knob) {
+    f_.set(knob_, 1);
+    t_ = std::thread([this] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!done_.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!done_.load()) {
+        fired_ = true;
+        f_.set(knob_, 0);
+      }
+    });
+  }
+  ~hang_guard() { stop(); }
+  hang_guard(const hang_guard&) = delete;
+  hang_guard& operator=(const hang_guard&) = delete;
+  /// Unsets the knob (the hang ends).
+  void release() const { f_.set(knob_, 0); }
+  /// Ends the watchdog; true when it had to unset the knob.
+  bool stop() {
+    done_ = true;
+    if (t_.joinable()) t_.join();
+    f_.set(knob_, 0);
+    return fired_.load();
+  }
+  bool fired() const { return fired_.load(); }
+
+ private:
+  const fake& f_;
+  const char* knob_;
+  std::atomic<bool> done_{false}, fired_{false};
+  std::thread t_;
+};
+
 std::string message(const std::function<void()>& f) {
   try {
     f();
@@ -989,31 +1027,19 @@ TEST_CASE_METHOD(data_file, "gds: post hands DRAM chunks to the threads and wait
   CHECK(b.io_threads() == 2);
   buffer src(256 * KiB), dst(256 * KiB);
   src.fill(9);
-  std::atomic<bool> done{false}, fired{false};
-  f.set("hang_sync", 1);
-  std::thread watchdog([&] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done.load() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!done.load()) {
-      fired = true;
-      f.set("hang_sync", 0);
-    }
-  });
+  hang_guard hang(f, "hang_sync");
   rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
   gds_b::request q;
   r.prepare(q, nixl::xfer_op::write, {{0, 0, 256 * KiB}});  // 4 chunks of 64 KiB
   CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
-  CHECK_FALSE(fired.load());
+  CHECK_FALSE(hang.fired());
   // Both threads take a chunk and wait inside their calls; the request is in progress.
   CHECK(wait_until([&] { return f.get("sync_running") == 2; }));
   CHECK(b.check(q) == nixl::status::in_progress);
   CHECK(b.idle_io_threads() == 0);
-  f.set("hang_sync", 0);
+  hang.release();
   CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
-  done = true;
-  watchdog.join();
-  CHECK_FALSE(fired.load());
+  CHECK_FALSE(hang.stop());
   CHECK(b.release(q) == nixl::status::success);
   rig<gds_b> rd(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
   REQUIRE(rd.run(nixl::xfer_op::read, {{0, 0, 256 * KiB}}) == nixl::status::success);
@@ -1066,35 +1092,23 @@ TEST_CASE_METHOD(data_file, "gds: a post of many batch entries leaves their subm
     CHECK(b.release(q) == nixl::status::success);
   }
   SECTION("16 entries: a thread submits them; a request queued behind it releases at once") {
-    std::atomic<bool> done{false}, fired{false};
-    f.set("hang_submit", 1);
-    std::thread watchdog([&] {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!done.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (!done.load()) {
-        fired = true;
-        f.set("hang_submit", 0);
-      }
-    });
+    hang_guard hang(f, "hang_submit");
     const long submits0 = f.get("submits");
     gds_b::request q, later;
     r.prepare(q, nixl::xfer_op::write, scattered(16, 4096));
     r.prepare(later, nixl::xfer_op::write, scattered(16, 4096));
     CHECK(b.post(q, std::nullopt) == nixl::status::in_progress);
     CHECK(b.post(later, std::nullopt) == nixl::status::in_progress);  // queued: one thread
-    CHECK_FALSE(fired.load());
+    CHECK_FALSE(hang.fired());
     CHECK(b.check(q) == nixl::status::in_progress);
     CHECK(b.free_batches() == b.pool_size() - 2);
     // Released before a thread got to it: nothing of it reached cuFile, its handle is back.
     CHECK(b.release(later) == nixl::status::success);
     CHECK(b.free_batches() == b.pool_size() - 1);
     CHECK(f.get("submits") == submits0);
-    f.set("hang_submit", 0);
+    hang.release();
     CHECK(wait(b, q, nixl::status::in_progress) == nixl::status::success);
-    done = true;
-    watchdog.join();
-    CHECK_FALSE(fired.load());
+    CHECK_FALSE(hang.stop());
     CHECK(f.get("submits") - submits0 == 1);  // q's one batch of 16 entries
     CHECK(b.release(q) == nixl::status::success);
     CHECK(b.free_batches() == b.pool_size());

@@ -147,10 +147,29 @@ backend::~backend() = default;
 backend::backend(backend&&) noexcept = default;
 backend& backend::operator=(backend&&) noexcept = default;
 
+namespace {
+/// `j` itself when nothing else holds it, else a new one: a job a release gave up on may still
+/// be held by a thread, and is dropped rather than reused.
+template <class Job>
+Job& own(std::shared_ptr<Job>& j) {
+  if (!j || j.use_count() > 1) j = std::make_shared<Job>();
+  return *j;
+}
+}  // namespace
+
+bool backend::in_flight(const request& req) noexcept {
+  return req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()) ||
+         (req.launch && req.launch->busy());
+}
+
+void backend::start_sync(request& req) noexcept {
+  req.sync->start();
+  threads_->enqueue(req.sync);
+}
+
 void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<region>> local,
                       std::span<const bound_desc<remote_region>> remote, peer&) {
-  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()) ||
-      (req.launch && req.launch->busy()))
+  if (in_flight(req))
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
@@ -164,11 +183,10 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     const auto vram_end = std::stable_partition(
         ch.begin(), ch.end(), [](const detail::chunk& c) { return c.device >= 0; });
     if (vram_end != ch.end()) {
-      // A job a release gave up on may still be held by a thread: it is dropped, not reused.
-      if (!req.sync || req.sync.use_count() > 1) req.sync = std::make_shared<detail::job>();
-      req.sync->work.write = req.plan.write;
-      req.sync->work.chunks.assign(vram_end, ch.end());
-      req.sync->posted.store(false, std::memory_order_relaxed);
+      detail::job& j = own(req.sync);
+      j.work.write = req.plan.write;
+      j.work.chunks.assign(vram_end, ch.end());
+      j.posted.store(false, std::memory_order_relaxed);
       ch.erase(vram_end, ch.end());
     } else {
       req.sync.reset();
@@ -177,15 +195,13 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   const std::size_t batches = slots_wanted(req.plan.chunks.size());
   req.slots.clear();
   req.slots.reserve(std::max<std::size_t>(1, std::min<std::size_t>(batches, pool_->size())));
-  if (!req.plan.chunks.empty() && (!req.launch || req.launch.use_count() > 1)) {
-    req.launch = std::make_shared<detail::launch_job>();
-    req.launch->task = &detail::launch_task;
-    req.launch->lib = &state_->lib();
-  }
-  if (req.launch) {
-    req.launch->slots.clear();
-    req.launch->slots.reserve(req.slots.capacity());
-    req.launch->posted.store(false, std::memory_order_relaxed);
+  if (!req.plan.chunks.empty()) {
+    detail::launch_job& l = own(req.launch);
+    l.task = &detail::launch_task;
+    l.lib = &state_->lib();
+    l.slots.clear();
+    l.slots.reserve(req.slots.capacity());
+    l.posted.store(false, std::memory_order_relaxed);
   }
   req.next = req.done = 0;
   req.failing = false;
@@ -249,16 +265,13 @@ void backend::settle_launch(request& req) noexcept {
 
 nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
   if (notif.has_value()) return nixl::status::not_supported;
-  if (req.state.busy() || !req.slots.empty() || (req.sync && req.sync->busy()) ||
-      (req.launch && req.launch->busy()))
-    return nixl::status::repost_active;
+  if (in_flight(req)) return nixl::status::repost_active;
   req.next = req.done = 0;
   req.failing = false;
   if (req.plan.chunks.empty()) {
     if (!req.sync) return req.state.end(nixl::status::success);
     req.state.start();
-    req.sync->start();
-    threads_->enqueue(req.sync);
+    start_sync(req);
     return nixl::status::in_progress;
   }
   pool_->take(slots_wanted(req.plan.chunks.size()), req.slots);
@@ -287,10 +300,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     l.start();
     threads_->enqueue(req.launch);
   }
-  if (req.sync) {
-    req.sync->start();
-    threads_->enqueue(req.sync);
-  }
+  if (req.sync) start_sync(req);
   if (entries > inline_entries) return nixl::status::in_progress;
   if (!detail::launch(state_->lib(), req.slots)) return fail(req);
   return poll(req);

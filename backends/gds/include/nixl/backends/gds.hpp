@@ -105,6 +105,10 @@ class backend : public detail::file_backend<backend> {
   void fill(request& req, detail::batch_slot& s) noexcept;
   bool submit(request& req, detail::batch_slot& s) noexcept;
   void settle_launch(request& req) noexcept;
+  /// Batches submitted or being submitted, or DRAM chunks running: prepare and post refuse.
+  static bool in_flight(const request& req) noexcept;
+  /// Hands the request's DRAM chunks to the threads.
+  void start_sync(request& req) noexcept;
   nixl::status settle(request& req) noexcept;
   nixl::status poll(request& req) noexcept;
   bool drain(request& req) noexcept;

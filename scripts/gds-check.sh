@@ -17,7 +17,7 @@
 # Exit code: that of the first failing test or run (GPU tests that skip count as failing);
 # GOAL_STRICT=1 also fails when a point from 1 MiB is below 0.9x of the baseline.
 # Environment: GDS_DIR (default /tmp; ext4 or xfs, not tmpfs), BUILD, OUT, JOBS, ARCH, QUICK=1
-# (4 KiB..64 MiB, fewer iterations), SKIP_TESTS=1, SKIP_BENCH=1, NIXL_UCX_PREFIX, EXTRA_CMAKE_ARGS,
+# (4 KiB..64 MiB, fewer iterations), SKIP_TESTS=1 (with NIXL_BENCH set: no build either), SKIP_BENCH=1, NIXL_UCX_PREFIX, EXTRA_CMAKE_ARGS,
 # NIXL_CUFILE_PATH (libcufile to load; default: found by the loader or under /usr/local/cuda),
 # BENCH_EXTRA (more nixl-bench arguments for every run, after the sweep's (a later one wins),
 # split at spaces, e.g.
@@ -114,17 +114,23 @@ configure_full() {  # $1: UCX ON/OFF, $2: metadata ON/OFF
 configure_alone() {  # the GDS backends and their tests
   nixl_configure_alone nixl_gds_check backends/gds:gds tests/backends/gds:gds-tests
 }
-nixl_configure GDS
-has() { nixl_has_target "$1"; }
-targets="nixl_gds_tests nixl_fake_cufile"
-for t in nixl_gds_gpu_tests nixl_gds_baseline nixl-bench; do has $t && targets="$targets $t"; done
-nixl_build $targets
-abi="not built (no cufile.h found)"
-if has nixl_gds_abi_check; then
-  if cmake --build "$B" -j "$JOBS" --target nixl_gds_abi_check >"$OUT/abi.log" 2>&1; then
-    abi="ok"
-  else
-    abi="FAILED (see abi.log)"; grep -E 'error' "$OUT/abi.log" | head -20
+abi="not built"
+if [ "${SKIP_TESTS:-0}" = 1 ] && [ -n "${NIXL_BENCH:-}" ]; then
+  # benchmarks alone with a given nixl-bench (e.g. a packed one): nothing to build
+  echo "build skipped: SKIP_TESTS=1 and NIXL_BENCH=$NIXL_BENCH"
+else
+  nixl_configure GDS
+  has() { nixl_has_target "$1"; }
+  targets="nixl_gds_tests nixl_fake_cufile"
+  for t in nixl_gds_gpu_tests nixl_gds_baseline nixl-bench; do has $t && targets="$targets $t"; done
+  nixl_build $targets
+  abi="not built (no cufile.h found)"
+  if has nixl_gds_abi_check; then
+    if cmake --build "$B" -j "$JOBS" --target nixl_gds_abi_check >"$OUT/abi.log" 2>&1; then
+      abi="ok"
+    else
+      abi="FAILED (see abi.log)"; grep -E 'error' "$OUT/abi.log" | head -20
+    fi
   fi
 fi
 find_bin() { nixl_find_bin "$1"; }

@@ -130,7 +130,7 @@ for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
     echo "  hosts: rc $?"
   fi
   if want gds; then
-    OUT=$d/gds SKIP_TESTS=1 QUICK=1 BUILD=$build timeout 1200 bash "$root/scripts/gds-check.sh" \
+    OUT=$d/gds SKIP_TESTS=1 QUICK=1 BUILD=$build NIXL_BENCH=$bench timeout 1200 bash "$root/scripts/gds-check.sh" \
       >"$d/gds.txt" 2>&1
     echo "  gds: rc $?"
   fi

@@ -177,20 +177,23 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   // calls (compatibility mode's bounce buffers cut each call anyway).
   req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
                                cfg_.dram_batch ? 0 : cfg_.max_request_size);
-  if (!cfg_.dram_batch) {
-    // DRAM chunks leave the batch plan: the threads move them with synchronous calls.
-    auto& ch = req.plan.chunks;
-    const auto vram_end = std::stable_partition(
-        ch.begin(), ch.end(), [](const detail::chunk& c) { return c.device >= 0; });
-    if (vram_end != ch.end()) {
-      detail::job& j = own(req.sync);
-      j.work.write = req.plan.write;
-      j.work.chunks.assign(vram_end, ch.end());
-      j.posted.store(false, std::memory_order_relaxed);
-      ch.erase(vram_end, ch.end());
-    } else {
-      req.sync.reset();
-    }
+  // Host-memory chunks leave the batch plan for the threads, which move them with synchronous
+  // calls: all of them, unless dram_batch; with it, in compatibility mode, those of buffered
+  // files still (cuFile fails host-memory batch entries to buffered files there, docs/gds.md).
+  auto& ch = req.plan.chunks;
+  const bool dram_batch = cfg_.dram_batch;
+  const bool compat = compat_;
+  const auto sync_end = std::stable_partition(ch.begin(), ch.end(), [&](const detail::chunk& c) {
+    return c.device >= 0 || (dram_batch && (!compat || c.direct));
+  });
+  if (sync_end != ch.end()) {
+    detail::job& j = own(req.sync);
+    j.work.write = req.plan.write;
+    j.work.chunks.assign(sync_end, ch.end());
+    j.posted.store(false, std::memory_order_relaxed);
+    ch.erase(sync_end, ch.end());
+  } else {
+    req.sync.reset();
   }
   const std::size_t batches = slots_wanted(req.plan.chunks.size());
   req.slots.clear();

@@ -54,7 +54,8 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///  - `dram_batch` (false): DRAM chunks go through the batch API too. By default they are moved
 ///    with synchronous cuFileRead/cuFileWrite calls on the backend's own threads, and only VRAM
 ///    chunks use the batch API: in compatibility mode, host memory through the batch API gave
-///    wrong data on libcufile 1.15 (docs/gds.md).
+///    wrong data on libcufile 1.15 (docs/gds.md). Even with it, in compatibility mode, DRAM
+///    chunks of files registered without O_DIRECT stay on the threads (cuFile fails them there).
 ///  - `io_threads` (2): the backend's threads: they move DRAM chunks and submit the batches of
 ///    a post that holds more than `backend::inline_entries` entries.
 /// Both backends also take:

@@ -296,7 +296,8 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     fill(req, *s);
     entries += s->submitted;
   }
-  if (entries > inline_entries) {  // a thread submits them, ahead of the DRAM chunks
+  const bool handed_over = entries > inline_entries;
+  if (handed_over) {  // a thread submits them, ahead of the DRAM chunks
     auto& l = *req.launch;
     l.slots.assign(req.slots.begin(), req.slots.end());  // within the capacity of prepare
     l.ran = false;
@@ -304,7 +305,7 @@ nixl::status backend::post(request& req, nixl::notif_arg notif) noexcept {
     threads_->enqueue(req.launch);
   }
   if (req.sync) start_sync(req);
-  if (entries > inline_entries) return nixl::status::in_progress;
+  if (handed_over) return nixl::status::in_progress;
   if (!detail::launch(state_->lib(), req.slots)) return fail(req);
   return poll(req);
 }

@@ -112,7 +112,8 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx)
       inflight_cap_(cfg.max_inflight != 0 ? cfg.max_inflight : (compat_ ? cfg.batch_limit : 0)),
       pool_(std::make_unique<detail::batch_pool>(state_->lib(), cfg.batch_pool_size,
                                                  cfg.batch_limit)),
-      threads_(std::make_unique<detail::thread_pool>(state_->lib(), cfg.io_threads, "GDS")) {
+      threads_(std::make_unique<detail::thread_pool>(state_->lib(), cfg.io_threads, "GDS",
+                                                     cfg.thread_spin)) {
   if (compat_)
     log::info(
         "GDS backend ({}): {} batch handles of {} entries, cuFile compatibility mode: chunks of "

@@ -45,6 +45,9 @@ void common(std::string_view who, const nixl::params& p, Config& c) {
   if (auto v = find(p, "cancel_timeout_ms"))
     c.cancel_timeout = std::chrono::milliseconds(
         nixl::detail::parse_number(who, "cancel_timeout_ms", *v, 1, 3'600'000));
+  if (auto v = find(p, "thread_spin_us"))
+    c.thread_spin = std::chrono::microseconds(
+        nixl::detail::parse_number(who, "thread_spin_us", *v, 0, 100'000));
 }
 
 /// The parameters both backends take, as strings, added to `p`.
@@ -55,6 +58,7 @@ nixl::params with_common(const Config& c, nixl::params p) {
   p.emplace("compat_chunk_size", std::to_string(c.compat_chunk_size));
   p.emplace("cufile_path", c.cufile_path);
   p.emplace("cancel_timeout_ms", std::to_string(c.cancel_timeout.count()));
+  p.emplace("thread_spin_us", std::to_string(c.thread_spin.count()));
   return p;
 }
 

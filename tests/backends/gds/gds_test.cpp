@@ -214,6 +214,14 @@ TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
   CHECK_THROWS_AS(nixl::gds_mt::config::from_params({{"thread_count", "0"}}), nixl::error);
   CHECK(gds_b::default_params().at("batch_pool_size") == "16");
   CHECK(mt_b::default_params().count("thread_count") == 1);
+  // How long an idle thread looks for the next chunk before it sleeps: both backends.
+  CHECK(c.thread_spin == std::chrono::microseconds(50));
+  CHECK(nixl::gds_mt::config::from_params({}).thread_spin == std::chrono::microseconds(50));
+  CHECK(nixl::gds::config::from_params({{"thread_spin_us", "0"}}).thread_spin.count() == 0);
+  CHECK(nixl::gds_mt::config::from_params({{"thread_spin_us", "200"}}).thread_spin.count() == 200);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"thread_spin_us", "100001"}}), nixl::error);
+  CHECK(gds_b::default_params().at("thread_spin_us") == "50");
+  CHECK(mt_b::default_params().at("thread_spin_us") == "50");
 }
 
 TEMPLATE_TEST_CASE("gds: without libcufile the backend does not start", "[gds]", gds_b, mt_b) {

@@ -64,6 +64,8 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///    "libcufile.so.0".
 ///  - `cancel_timeout_ms` (5000): how long releasing a request in flight waits for cuFile to
 ///    give its buffers back; past it the release answers `repost_active`.
+///  - `thread_spin_us` (50): how long a thread that ran out of chunks keeps looking for the next
+///    one before it sleeps; a post within that time skips the wake-up (0: sleep at once).
 struct config {
   unsigned batch_pool_size = 16;
   unsigned batch_limit = 128;
@@ -75,6 +77,7 @@ struct config {
   unsigned io_threads = 2;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
+  std::chrono::microseconds thread_spin{50};
 
   /// Parses NIXL-style string params; throws `nixl::error(invalid_param)` on a bad value.
   static config from_params(const nixl::params&);
@@ -89,8 +92,8 @@ namespace nixl::gds_mt {
 ///  - `thread_count` (hardware threads / 2, at least 1): the pool's threads (NIXL's Python
 ///    `nixl_agent_config(num_threads=N)` sets it).
 ///  - `max_request_size` (16 MiB), `compat_mode`, `compat_chunk_size` (1 MiB), `cufile_path`,
-///    `cancel_timeout_ms`: as for GDS; in compatibility mode the chunks of one request grow so
-///    that there are at most `gds::max_compat_chunks` (128) of them.
+///    `cancel_timeout_ms`, `thread_spin_us`: as for GDS; in compatibility mode the chunks of one
+///    request grow so that there are at most `gds::max_compat_chunks` (128) of them.
 struct config {
   unsigned thread_count = default_threads();
   std::size_t max_request_size = std::size_t{16} << 20;
@@ -98,6 +101,7 @@ struct config {
   std::size_t compat_chunk_size = std::size_t{1} << 20;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
+  std::chrono::microseconds thread_spin{50};
 
   static unsigned default_threads() noexcept;
   /// Parses NIXL-style string params; throws `nixl::error(invalid_param)` on a bad value.

@@ -58,7 +58,9 @@ struct job {
 /// stream of one-chunk requests runs on one thread rather than on each thread in turn.
 class thread_pool {
  public:
-  thread_pool(const cufile::library& lib, unsigned threads, std::string_view who);
+  /// `spin`: how long a thread without work looks for more before it sleeps.
+  thread_pool(const cufile::library& lib, unsigned threads, std::string_view who,
+              std::chrono::microseconds spin = {});
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -90,8 +92,12 @@ class thread_pool {
   void run(worker& w, unsigned self) noexcept;
   void execute(job& j, std::size_t i) noexcept;
 
+  /// Waits for `w`'s next hand-off: looks for it for `spin_` first, then sleeps.
+  void await_work(worker& w) const noexcept;
+
   const cufile::library* lib_;
   std::string who_;
+  std::chrono::microseconds spin_;
   mutable std::mutex mu_;
   job* head_ = nullptr;
   job* tail_ = nullptr;

@@ -208,12 +208,26 @@ def cpu_lines(rounds):
     return lines
 
 
+def gpu_name(rounds):
+    """The GPU the rounds ran on, from hostdev/info.txt (nvidia-smi's name), e.g. "H100 80GB HBM3"."""
+    for d in rounds:
+        try:
+            with open(f"{d}/hostdev/info.txt") as f:
+                for line in f:
+                    if line.startswith("NVIDIA "):
+                        return line.split(",")[0][len("NVIDIA "):].strip()
+        except OSError:
+            pass
+    return "GPU machine"
+
+
 def gpu_lines(rounds):
     lines = []
+    gpu = gpu_name(rounds)
     for be in ("GDS", "GDS_MT"):
         for op in ("WRITE", "READ"):
             small = Line(f"{be} VRAM -> FILE {op}, 64 KiB - 512 KiB (lowest point)",
-                         "H200, cuFile compatibility mode", "GB/s", "direct cuFile", 0.9)
+                         f"{gpu}, cuFile compatibility mode", "GB/s", "direct cuFile", 0.9)
             large = Line(f"{be} VRAM -> FILE {op}, 1 - 64 MiB (lowest point)",
                          "same", "GB/s", "direct cuFile", 0.9)
             for d in rounds:
@@ -232,7 +246,7 @@ def gpu_lines(rounds):
     for procs in ("p1", "p2"):
         for case, label in names.items():
             line = Line(f"UCX {label}, 1 - 256 MiB (lowest point)",
-                        f"H200, {procs[1]} process{'es' if procs == 'p2' else ''}", "GB/s",
+                        f"{gpu}, {procs[1]} process{'es' if procs == 'p2' else ''}", "GB/s",
                         "cudaMemcpyAsync", 0.9)
             for d in rounds:
                 rows = read_csv(f"{d}/hostdev/runs/{case}-{procs}-after.csv")

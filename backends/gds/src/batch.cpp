@@ -179,14 +179,12 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
                                cfg_.dram_batch ? 0 : cfg_.max_request_size);
   // Host-memory chunks leave the batch plan for the threads, which move them with synchronous
-  // calls: all of them, unless dram_batch; with it, in compatibility mode, those of buffered
-  // files still (cuFile fails host-memory batch entries to buffered files there, docs/gds.md).
+  // calls: all of them unless dram_batch, and in compatibility mode always (libcufile 1.15
+  // mishandles host memory in batch entries there, docs/gds.md).
   auto& ch = req.plan.chunks;
-  const bool dram_batch = cfg_.dram_batch;
-  const bool compat = compat_;
-  const auto sync_end = std::stable_partition(ch.begin(), ch.end(), [&](const detail::chunk& c) {
-    return c.device >= 0 || (dram_batch && (!compat || c.direct));
-  });
+  const bool host_batch = cfg_.dram_batch && (!compat_ || cfg_.host_batch_in_compat);
+  const auto sync_end = std::stable_partition(
+      ch.begin(), ch.end(), [&](const detail::chunk& c) { return c.device >= 0 || host_batch; });
   if (sync_end != ch.end()) {
     detail::job& j = own(req.sync);
     j.work.write = req.plan.write;

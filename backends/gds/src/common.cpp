@@ -95,7 +95,6 @@ region::region(region&& o) noexcept
       fh(std::exchange(o.fh, nullptr)),
       buf(std::exchange(o.buf, nullptr)),
       device(o.device),
-      direct(o.direct),
       owner(std::exchange(o.owner, nullptr)) {}
 
 region& region::operator=(region&& o) noexcept {
@@ -106,7 +105,6 @@ region& region::operator=(region&& o) noexcept {
     fh = std::exchange(o.fh, nullptr);
     buf = std::exchange(o.buf, nullptr);
     device = o.device;
-    direct = o.direct;
     owner = std::exchange(o.owner, nullptr);
   }
   return *this;
@@ -205,10 +203,6 @@ region shared_state::register_region(mem_kind kind, const reg_desc& d) {
           "{} register_region: fd {}{}{} is on tmpfs, which cuFile cannot use; put the file on "
           "ext4 or xfs (such as /tmp on most hosts, not /dev/shm)",
           who_, r.fd, r.path.empty() ? "" : " path ", r.path);
-  // Read once: the backend routes chunks by it (GDS: host memory to buffered files stays out of
-  // the batch API in compatibility mode).
-  const int fl = ::fcntl(r.fd, F_GETFL);
-  r.direct = fl >= 0 && (fl & O_DIRECT) != 0;
   r.fh = acquire_handle(r.fd, r.path);
   return r;
 }

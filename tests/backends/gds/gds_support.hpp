@@ -30,9 +30,13 @@ nixl::params params_for(const std::string& lib, nixl::params extra = {}) {
 
 /// A bare backend, as if of an agent of its own ("gds-test-GDS" or "gds-test-GDS_MT": one agent
 /// may not hold both).
+/// With `dram_batch`, host memory goes through the batch API in compatibility mode too (a
+/// config field, not a parameter): the fake's batch path is what such tests drive.
 template <class B>
 B make(const nixl::params& p) {
-  return B(B::config::from_params(p), nixl::backend_context{"gds-test-" + std::string(B::name)});
+  auto c = B::config::from_params(p);
+  if constexpr (requires { c.host_batch_in_compat; }) c.host_batch_in_compat = c.dram_batch;
+  return B(std::move(c), nixl::backend_context{"gds-test-" + std::string(B::name)});
 }
 
 }  // namespace gds_test

@@ -54,8 +54,8 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///  - `dram_batch` (false): DRAM chunks go through the batch API too. By default they are moved
 ///    with synchronous cuFileRead/cuFileWrite calls on the backend's own threads, and only VRAM
 ///    chunks use the batch API: in compatibility mode, host memory through the batch API gave
-///    wrong data on libcufile 1.15 (docs/gds.md). Even with it, in compatibility mode, DRAM
-///    chunks of files registered without O_DIRECT stay on the threads (cuFile fails them there).
+///    wrong data on libcufile 1.15 (docs/gds.md). So it applies with nvidia-fs only: in
+///    compatibility mode DRAM chunks always go to the threads.
 ///  - `io_threads` (2): the backend's threads: they move DRAM chunks and submit the batches of
 ///    a post that holds more than `backend::inline_entries` entries.
 /// Both backends also take:
@@ -74,6 +74,9 @@ struct config {
   std::size_t compat_chunk_size = std::size_t{256} << 10;
   unsigned max_inflight = 0;
   bool dram_batch = false;
+  /// Not a parameter: lets `dram_batch` act in compatibility mode too, which libcufile 1.15
+  /// mishandles (wrong data, failed entries, a crash); for tests over a fake libcufile.
+  bool host_batch_in_compat = false;
   unsigned io_threads = 2;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};

@@ -35,7 +35,6 @@ struct region : nixl::detail::file_ref {
   cufile::CUfileHandle_t fh = nullptr;
   const void* buf = nullptr;  // registered with cuFileBufRegister
   int device = -1;            // VRAM: the GPU of the buffer
-  bool direct = false;        // FILE: opened with O_DIRECT (when registered)
   shared_state* owner = nullptr;
 
   region() = default;
@@ -51,7 +50,6 @@ struct remote_region {
   cufile::CUfileHandle_t fh = nullptr;
   int device = -1;
   const void* buf = nullptr;  // the base cuFile registered, when it did
-  bool direct = false;        // FILE: opened with O_DIRECT
 };
 
 /// One cuFile read or write of at most `max_request_size` bytes.
@@ -65,7 +63,6 @@ struct chunk {
   cufile::CUfileHandle_t fh;
   int device;          // >= 0 for VRAM
   std::uint32_t desc;  // the descriptor it came from, for messages
-  bool direct;         // the file was opened with O_DIRECT
 };
 
 /// A request cut into chunks, all in one direction.
@@ -181,7 +178,6 @@ plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Regi
     const desc& mem = file_remote ? static_cast<const desc&>(l) : static_cast<const desc&>(r);
     const desc& fil = file_remote ? static_cast<const desc&>(r) : static_cast<const desc&>(l);
     const cufile::CUfileHandle_t fh = file_remote ? r.region->fh : l.region->fh;
-    const bool direct = file_remote ? r.region->direct : l.region->direct;
     const int device = file_remote ? (l.region != nullptr ? l.region->device : -1)
                                    : (r.region != nullptr ? r.region->device : -1);
     const void* reg = file_remote ? (l.region != nullptr ? l.region->buf : nullptr)
@@ -206,7 +202,7 @@ plan make_plan(std::string_view who, xfer_op op, std::span<const bound_desc<Regi
       p.chunks.push_back(chunk{reinterpret_cast<void*>(in_reg ? reg_base : at),
                                static_cast<off_t>(in_reg ? at - reg_base : 0),
                                static_cast<off_t>(fil.addr + off), n, fh, device,
-                               static_cast<std::uint32_t>(i), direct});
+                               static_cast<std::uint32_t>(i)});
     }
   }
   p.write = write.value_or(false);

@@ -56,7 +56,7 @@ class file_backend {
 
   peer self_peer() noexcept { return {}; }
   remote_region load_local(const region& r) const noexcept {
-    return {{r.kind, r.fd, r.fh, r.device, r.buf, r.direct}};
+    return {{r.kind, r.fd, r.fh, r.device, r.buf}};
   }
   void unload_region(remote_region&) noexcept {}
 

@@ -174,17 +174,18 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
     raise(status::repost_active, "GDS prepare: the request is still in flight; release it first");
   std::size_t total = 0;
   for (const auto& d : local) total += d.len;
-  // DRAM chunks moved with synchronous calls keep max_request_size: smaller ones would only add
+  // Host-memory chunks go to the threads, which move them with synchronous calls: all of them
+  // unless dram_batch, and in compatibility mode always (libcufile 1.15 mishandles host memory in
+  // batch entries there, docs/gds.md). Those keep max_request_size: smaller ones would only add
   // calls (compatibility mode's bounce buffers cut each call anyway).
-  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
-                               cfg_.dram_batch ? 0 : cfg_.max_request_size);
-  // Host-memory chunks leave the batch plan for the threads, which move them with synchronous
-  // calls: all of them unless dram_batch, and in compatibility mode always (libcufile 1.15
-  // mishandles host memory in batch entries there, docs/gds.md).
-  auto& ch = req.plan.chunks;
   const bool host_batch = cfg_.dram_batch && (!compat_ || cfg_.host_batch_in_compat);
-  const auto sync_end = std::stable_partition(
-      ch.begin(), ch.end(), [&](const detail::chunk& c) { return c.device >= 0 || host_batch; });
+  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
+                               host_batch ? 0 : cfg_.max_request_size);
+  auto& ch = req.plan.chunks;
+  const auto sync_end =
+      host_batch ? ch.end()
+                 : std::stable_partition(ch.begin(), ch.end(),
+                                         [](const detail::chunk& c) { return c.device >= 0; });
   if (sync_end != ch.end()) {
     detail::job& j = own(req.sync);
     j.work.write = req.plan.write;

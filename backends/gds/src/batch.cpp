@@ -118,11 +118,11 @@ backend::backend(const config& cfg, const nixl::backend_context& ctx)
     log::info(
         "GDS backend ({}): {} batch handles of {} entries, cuFile compatibility mode: chunks of "
         "{} bytes (up to {} for large requests), at most {} entries in flight per request, "
-        "cuFile {}",
+        "requests of up to {} bytes on its {} threads, cuFile {}",
         ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit,
         std::min(cfg.compat_chunk_size, cfg.max_request_size), cfg.max_request_size,
         inflight_cap_ != 0 ? std::to_string(inflight_cap_) : std::string("all"),
-        state_->lib().path);
+        cfg.compat_thread_size, cfg.io_threads, state_->lib().path);
   else
     log::info("GDS backend ({}): {} batch handles of {} entries, chunks of {} bytes, cuFile {}",
               ctx.agent_name, cfg.batch_pool_size, cfg.batch_limit, cfg.max_request_size,
@@ -177,15 +177,20 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
   // Host-memory chunks go to the threads, which move them with synchronous calls: all of them
   // unless dram_batch, and in compatibility mode always (libcufile 1.15 mishandles host memory in
   // batch entries there, docs/gds.md). Those keep max_request_size: smaller ones would only add
-  // calls (compatibility mode's bounce buffers cut each call anyway).
-  const bool host_batch = cfg_.dram_batch && (!compat_ || cfg_.host_batch_in_compat);
-  req.plan = detail::make_plan("GDS", op, local, remote, chunk_size_for(total),
+  // calls (compatibility mode's bounce buffers cut each call anyway). In compatibility mode a
+  // small request goes to the threads whole, VRAM too (compat_thread_size).
+  const bool all_threads = compat_ && total <= cfg_.compat_thread_size;
+  const bool host_batch =
+      !all_threads && cfg_.dram_batch && (!compat_ || cfg_.host_batch_in_compat);
+  req.plan = detail::make_plan("GDS", op, local, remote,
+                               all_threads ? cfg_.max_request_size : chunk_size_for(total),
                                host_batch ? 0 : cfg_.max_request_size);
   auto& ch = req.plan.chunks;
   const auto sync_end =
-      host_batch ? ch.end()
-                 : std::stable_partition(ch.begin(), ch.end(),
-                                         [](const detail::chunk& c) { return c.device >= 0; });
+      all_threads  ? ch.begin()
+      : host_batch ? ch.end()
+                   : std::stable_partition(ch.begin(), ch.end(),
+                                           [](const detail::chunk& c) { return c.device >= 0; });
   if (sync_end != ch.end()) {
     detail::job& j = own(req.sync);
     j.work.write = req.plan.write;

@@ -104,6 +104,9 @@ config config::from_params(const nixl::params& p) {
   count("io_threads", c.io_threads, 1, 256);
   if (auto v = find(p, "dram_batch"))
     c.dram_batch = nixl::detail::parse_bool("GDS", "dram_batch", *v);
+  if (auto v = find(p, "compat_thread_size"))
+    c.compat_thread_size =
+        nixl::detail::parse_number("GDS", "compat_thread_size", *v, 0, std::uint64_t{1} << 31);
   common("GDS", p, c);
   return c;
 }
@@ -113,7 +116,8 @@ nixl::params config::to_params() const {
                              {"batch_limit", std::to_string(batch_limit)},
                              {"max_inflight", std::to_string(max_inflight)},
                              {"dram_batch", dram_batch ? "true" : "false"},
-                             {"io_threads", std::to_string(io_threads)}});
+                             {"io_threads", std::to_string(io_threads)},
+                             {"compat_thread_size", std::to_string(compat_thread_size)}});
 }
 
 nixl::params backend::default_params() {

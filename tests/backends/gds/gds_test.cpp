@@ -214,6 +214,11 @@ TEST_CASE("gds: parameters with NIXL's names and defaults", "[gds]") {
   CHECK_THROWS_AS(nixl::gds::config::from_params({{"thread_spin_us", "100001"}}), nixl::error);
   CHECK(gds_b::default_params().at("thread_spin_us") == "50");
   CHECK(mt_b::default_params().at("thread_spin_us") == "50");
+  // GDS in compatibility mode: small requests on its threads.
+  CHECK(c.compat_thread_size == (1u << 20));
+  CHECK(gds_b::default_params().at("compat_thread_size") == "1048576");
+  CHECK(nixl::gds::config::from_params({{"compat_thread_size", "0"}}).compat_thread_size == 0);
+  CHECK_THROWS_AS(nixl::gds::config::from_params({{"compat_thread_size", "-1"}}), nixl::error);
 }
 
 TEMPLATE_TEST_CASE("gds: without libcufile the backend does not start", "[gds]", gds_b, mt_b) {
@@ -803,6 +808,8 @@ TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_siz
                      {"max_request_size", std::to_string(pt.max_request)},
                      {"compat_chunk_size", std::to_string(pt.compat_chunk)}};
   if constexpr (std::is_same_v<TestType, mt_b>) extra["thread_count"] = "4";
+  // GDS: the batches at every size (by default a request of up to 1 MiB goes to the threads).
+  if constexpr (std::is_same_v<TestType, gds_b>) extra["compat_thread_size"] = "0";
   auto b = make<TestType>(p<TestType>(extra));
   CHECK(b.compat_mode());
   CHECK(b.chunk_size_for(pt.len) == pt.chunk);
@@ -824,6 +831,43 @@ TEMPLATE_TEST_CASE("gds: compatibility mode cuts descriptors at compat_chunk_siz
   const long moved = batch ? f.get("entries") - entries0 : f.get("sync_calls") - sync0;
   CHECK(moved == static_cast<long>(2 * (pt.len / pt.chunk)));
   CHECK((batch ? f.get("max_entry") : f.get("max_sync")) == static_cast<long>(pt.chunk));
+}
+
+TEST_CASE_METHOD(
+    data_file, "gds: in compatibility mode a request up to compat_thread_size goes to the threads",
+    "[gds]") {
+  // Host memory through the batches (dram_batch and the test field), so that where a request
+  // goes shows for DRAM as it would for VRAM: up to the threshold, whole to the threads in chunks
+  // of max_request_size; past it, to the batches.
+  const std::string limit = GENERATE(std::string(), std::string("0"), std::string("2097152"));
+  nixl::params extra{{"compat_mode", "true"}, {"max_request_size", std::to_string(512 * KiB)}};
+  if (!limit.empty()) extra["compat_thread_size"] = limit;
+  auto b = make<gds_b>(p<gds_b>(extra));
+  const std::size_t threshold = limit.empty() ? MiB : std::stoul(limit);
+  CHECK(b.settings().compat_thread_size == threshold);
+  buffer src(4 * MiB), dst(4 * MiB);
+  src.fill(static_cast<std::uint32_t>(threshold + 3));
+  for (const std::size_t len : {64 * KiB, MiB, 2 * MiB, 4 * MiB}) {
+    const long submits0 = f.get("submits"), sync0 = f.get("sync_calls");
+    {
+      rig<gds_b> r(b, nixl::mem_kind::dram, src.addr(), src.size(), 0, fd.fd);
+      REQUIRE(r.run(nixl::xfer_op::write, {{0, 0, len}}) == nixl::status::success);
+    }
+    {
+      rig<gds_b> r(b, nixl::mem_kind::dram, dst.addr(), dst.size(), 0, fd.fd);
+      REQUIRE(r.run(nixl::xfer_op::read, {{0, 0, len}}) == nixl::status::success);
+    }
+    CHECK(std::memcmp(src.data(), dst.data(), len) == 0);
+    const long calls = f.get("sync_calls") - sync0, submits = f.get("submits") - submits0;
+    INFO("threshold " << threshold << ", " << len << " bytes");
+    if (len <= threshold) {
+      CHECK(submits == 0);
+      CHECK(calls == static_cast<long>(2 * ((len + 512 * KiB - 1) / (512 * KiB))));
+    } else {
+      CHECK(submits >= 2);
+      CHECK(calls == 0);
+    }
+  }
 }
 
 TEST_CASE_METHOD(data_file, "gds: a request keeps at most max_inflight batch entries in flight",

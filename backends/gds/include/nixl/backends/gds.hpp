@@ -49,7 +49,7 @@ class backend : public detail::file_backend<backend> {
   /// A request's chunks and the batch handles it holds while in flight.
   struct request {
     detail::plan plan;                           // the chunks for the batch API
-    std::shared_ptr<detail::job> sync;           // DRAM chunks for the threads (none: null)
+    std::shared_ptr<detail::job> sync;           // chunks for the threads (none: null)
     std::shared_ptr<detail::launch_job> launch;  // the post's batches, for a thread to submit
     std::vector<detail::batch_slot*> slots;      // capacity reserved at prepare
     std::size_t next = 0;                        // first chunk not submitted yet
@@ -73,8 +73,9 @@ class backend : public detail::file_backend<backend> {
 
   /// Fills in the first batches and hands them to a thread to submit (submits them itself when
   /// they hold at most `inline_entries`), and hands the DRAM chunks (unless `dram_batch`) to the
-  /// threads; waits for no I/O: `in_progress`, `success` for an empty request, `backend` when
-  /// the pool has no free handle. Notifications: `not_supported`.
+  /// threads, and in compatibility mode a request of at most `compat_thread_size` whole; waits for
+  /// no I/O: `in_progress`, `success` for an empty request, `backend` when the pool has no free
+  /// handle. Notifications: `not_supported`.
   nixl::status post(request& req, nixl::notif_arg notif) noexcept;
   /// Polls the request's batches and DRAM chunks without waiting, submits the next batches as
   /// handles free up. A failed chunk or a batch cuFile refuses ends it with `backend` once

@@ -58,6 +58,10 @@ std::size_t chunk_size(bool compat, std::size_t max_request, std::size_t compat_
 ///    compatibility mode DRAM chunks always go to the threads.
 ///  - `io_threads` (2): the backend's threads: they move DRAM chunks and submit the batches of
 ///    a post that holds more than `backend::inline_entries` entries.
+///  - `compat_thread_size` (1 MiB; 0: never): in compatibility mode, a request of at most this
+///    many bytes, VRAM included, is moved by those threads with synchronous calls in chunks of
+///    `max_request_size`, as GDS_MT moves it: cuFile's batch path hands every entry to threads
+///    of its own, a hand-off that costs a small request more than its I/O (docs/gds.md).
 /// Both backends also take:
 ///  - `compat_mode`, `compat_chunk_size`: as above.
 ///  - `cufile_path` (""): the cuFile library to load; empty: `$NIXL_CUFILE_PATH`, else
@@ -78,6 +82,7 @@ struct config {
   /// mishandles (wrong data, failed entries, a crash); for tests over a fake libcufile.
   bool host_batch_in_compat = false;
   unsigned io_threads = 2;
+  std::size_t compat_thread_size = std::size_t{1} << 20;
   std::string cufile_path;
   std::chrono::milliseconds cancel_timeout{5000};
   std::chrono::microseconds thread_spin{50};

@@ -682,11 +682,21 @@ class nixl_agent:
         self.update_aborted_notifs(backends)
         return _take_match(self.aborted_notifs, remote_agent_name, lookup_tag, tag_is_prefix)
 
+    def get_gone_agents(self, backends: list[str] = []) -> list[str]:  # noqa: B006
+        """Names of the remote agents a backend found gone (their process ended, their host is
+        no longer reached): peers whose metadata is loaded, and agents of this host that only
+        sent to this one (with UCX, an agent of this host that loads this one's metadata is
+        watched by it). A name stays until it comes back (loaded again, or a new process of it
+        loads this agent's)."""
+        return list(self.agent.getGoneAgents(self._handles(backends)))
+
     def _remote_xfer_state(self, name, tag, backends, tag_is_prefix) -> Optional[str]:
         if self.check_remote_xfer_done(name, tag, backends, tag_is_prefix):
             return _DONE
         if self.check_remote_xfer_aborted(name, tag, backends, tag_is_prefix):
             return _ERR
+        if _as_str(name) in self.agent.getGoneAgents(self._handles(backends)):
+            return _ERR  # its transfer will not come
         return None
 
     def wait_remote_xfer_blocking(
@@ -698,7 +708,8 @@ class nixl_agent:
         tag_is_prefix: bool = True,
     ) -> str:
         """Blocks (without the GIL) until the notification of a peer's transfer arrives ("DONE"),
-        or its abort notice ("ERR"), or ``timeout`` seconds pass ("PROC")."""
+        or its abort notice or the peer's end (``get_gone_agents``) is learnt ("ERR"), or
+        ``timeout`` seconds pass ("PROC")."""
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         handles = self._handles(backends)
         while True:
@@ -721,7 +732,8 @@ class nixl_agent:
         tag_is_prefix: bool = True,
     ) -> str:
         """Awaits (asyncio, on the agent's event fd) the notification of a peer's transfer
-        ("DONE") or its abort notice ("ERR"); "PROC" when ``timeout`` seconds passed first."""
+        ("DONE"), or its abort notice or the peer's end ("ERR"); "PROC" when ``timeout`` seconds
+        passed first."""
         state = await self._events.until(
             lambda: self._remote_xfer_state(remote_agent_name, lookup_tag, backends, tag_is_prefix),
             timeout,

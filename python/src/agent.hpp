@@ -111,6 +111,8 @@ class py_agent {
   py::tuple wait_notifs_or_aborts(const std::vector<std::uintptr_t>& bs, double timeout_s);
   void gen_notif(const std::string& remote, const std::string& msg,
                  const std::vector<std::uintptr_t>& bs);
+  /// agent::gone_agents without the GIL.
+  std::vector<std::string> gone_agents(const std::vector<std::uintptr_t>& bs);
 
   // -- metadata (metadata.cpp) --
   /// Calls `f(exchange, target)` without the GIL; not_supported in a build without it.

@@ -247,6 +247,12 @@ py::tuple py_agent::wait_notifs_or_aborts(const std::vector<std::uintptr_t>& bs,
   return py::make_tuple(append_notifs(py::dict(), n), append_notifs(py::dict(), a));
 }
 
+std::vector<std::string> py_agent::gone_agents(const std::vector<std::uintptr_t>& bs) {
+  auto o = options(bs);
+  py::gil_scoped_release rel;
+  return get().gone_agents(o);
+}
+
 void py_agent::gen_notif(const std::string& remote, const std::string& msg,
                          const std::vector<std::uintptr_t>& bs) {
   auto o = options(bs);
@@ -340,6 +346,7 @@ void bind_transfers(py::class_<py_agent>& c) {
            py::arg("backends") = no_backends)
       .def("waitNotifsOrAborts", &py_agent::wait_notifs_or_aborts,
            py::arg("backends") = no_backends, py::arg("timeout") = -1.0)
+      .def("getGoneAgents", &py_agent::gone_agents, py::arg("backends") = no_backends)
       .def(
           "_status",
           [](py_agent& a, std::uintptr_t h) { return static_cast<int>(a.xfer_status(h)); },

@@ -423,6 +423,41 @@ struct node {
       }
       return check(seed, off, n);
     }
+    if (c == "WAITREMOTE") {  // DONE (the notification), ERR (an abort notice or the peer
+                              // found gone) or PROC (the deadline), and the milliseconds it took
+      std::string peer, tag;
+      int ms;
+      in >> peer >> tag >> ms;
+      const auto t0 = clock_t_::now();
+      const auto end = t0 + std::chrono::milliseconds(ms);
+      nixl::notif_map aborts;
+      std::string st = "PROC";
+      const auto take = [&](nixl::notif_map& m) {
+        auto& got = m[peer];
+        auto it = std::find_if(got.begin(), got.end(),
+                               [&](const std::string& x) { return x.starts_with(tag); });
+        if (it == got.end()) return false;
+        got.erase(it);
+        return true;
+      };
+      for (;;) {
+        a->notifications(notifs);
+        a->aborted_notifications(aborts);
+        const auto gone = a->gone_agents();
+        if (take(notifs)) {
+          st = "DONE";
+        } else if (take(aborts) || std::find(gone.begin(), gone.end(), peer) != gone.end()) {
+          st = "ERR";
+        } else if (clock_t_::now() < end) {
+          a->wait_notifications(notifs, aborts, end - clock_t_::now());
+          continue;
+        }
+        break;
+      }
+      const auto took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock_t_::now() - t0).count();
+      return "OK " + st + " " + std::to_string(took);
+    }
     return "ERR unknown command " + c;
   }
 };

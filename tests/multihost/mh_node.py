@@ -248,6 +248,11 @@ class Node:
                     return "ERR no notification"
                 time.sleep(0.001)
             return self.handle(["CHECK", str(seed), str(off), str(n)])
+        if c == "WAITREMOTE":  # DONE, ERR (an abort notice or the peer found gone) or PROC
+            peer, tag, ms = words[1], words[2], int(words[3])
+            t0 = time.monotonic()
+            st = self.agent.wait_remote_xfer_blocking(peer, tag.encode(), timeout=ms / 1000)
+            return f"OK {st} {int((time.monotonic() - t0) * 1000)}"
         raise ValueError(f"unknown command {c}")
 
 

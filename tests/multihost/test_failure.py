@@ -1,11 +1,14 @@
 """Failure across hosts: the target's agent process is SIGKILLed (or its whole host destroyed)
 while two initiators on two other hosts are writing to it. Each initiator's request must end
 with NIXL_ERR_REMOTE_DISCONNECT within 2 s, without hang or crash, and requests between the
-live hosts must keep working."""
+live hosts must keep working. And the other way: a target waiting for a transfer of an initiator
+learns that the initiator died."""
+
+import time
 
 import pytest
 
-from conftest import MIB, peer_dies_mid_transfer
+from conftest import MIB, connect, peer_dies_mid_transfer
 
 
 @pytest.mark.parametrize("how", ["sigkill", "destroy-host"])
@@ -15,3 +18,24 @@ def test_peer_dies_mid_transfer(sandbox, kind, how):
     nodes = [sb.node(h, kind, f"mh-{h}", size=size, listen=True, listen_address=sb.addr(h))
              for h in range(3)]
     peer_dies_mid_transfer(sb, nodes, how, size)
+
+
+def test_a_waiting_target_learns_that_its_initiator_died(sandbox, kind):
+    # The decode side of a disaggregated server on its own host waits for the prefill's next
+    # transfer; the prefill's process dies. The wait ends with ERR within 3 s instead of at its
+    # deadline. Across hosts the target watches the initiators whose metadata it loaded (an
+    # agent of its own host it watches without: tests/backends/ucx/process_test.cpp).
+    sb = sandbox(2)
+    s = sb.node(0, kind, "mh-s", listen=True, listen_address=sb.addr(0))
+    t = sb.node(1, kind, "mh-t", listen=True, listen_address=sb.addr(1))
+    connect(s, t, sb)
+    connect(t, s, sb)
+    s.ok("FILL 5")
+    assert s.ok(f"XFER WRITE {t.name} {t.addr} {MIB} 1 first")[0] == "NIXL_SUCCESS"
+    assert t.ok(f"WAITREMOTE {s.name} first 10000")[0] == "DONE"
+    assert t.ok(f"WAITREMOTE {s.name} kv 200")[0] == "PROC"
+    t_kill = s.kill()
+    st, _ = t.ok(f"WAITREMOTE {s.name} kv 20000")
+    took = time.monotonic() - t_kill
+    assert st == "ERR", f"{st}; target's log: {t.stderr()}"
+    assert took < 3.0, f"the target learnt it after {took:.2f} s"

@@ -1,5 +1,6 @@
 """Two processes exchange metadata through the listener and move data over UCX."""
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -113,3 +114,24 @@ def test_partial_metadata_through_listener_in_one_process(unique_name):
     wait_for(lambda: not b.check_remote_metadata(a.name), what="invalidation")
     with pytest.raises(nixl.nixlInvalidParamError):
         a.fetch_remote_metadata(a.name, "127.0.0.1", b.listen_port)  # itself
+
+
+def test_a_target_learns_that_a_sender_it_never_loaded_is_gone(unique_name):
+    # The decode side of a disaggregated server: it never loads the prefill's metadata, and
+    # waits for the prefill's transfer; the prefill dies. The wait ends with "ERR" at once.
+    tgt = nixl_agent(unique_name("gtgt"))
+    ini_name = unique_name("gini")
+    md = tgt.get_agent_metadata().hex()
+    with spawned_peer("peer_sender.py", ini_name, tgt.name, md) as proc:
+        _read(proc, "SENT")
+        assert tgt.wait_remote_xfer_blocking(ini_name, b"hello", timeout=20) == "DONE"
+        assert tgt.get_gone_agents() == []
+        proc.kill()
+        proc.wait()
+        t0 = time.monotonic()
+        assert asyncio.run(tgt.wait_remote_xfer(ini_name, b"kv", timeout=20)) == "ERR"
+        assert time.monotonic() - t0 < 5
+        assert tgt.get_gone_agents() == [ini_name]
+        assert tgt.wait_remote_xfer_blocking(ini_name, b"kv", timeout=20) == "ERR"
+        assert tgt.wait_remote_xfer_blocking("someone-else", b"kv", timeout=0.2) == "PROC"
+

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nixl/log.hpp>
@@ -199,22 +200,21 @@ engine::engine(const config& cfg, const backend_context& bctx)
     NIXL_UCX_CHECK(ucp_worker_create(ctx_.get(), &wp, &w));
     workers_.emplace_back(w);
 
+    const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
+        {notif_am_id, &engine::on_notif},
+        {abort_am_id, &engine::on_abort},
+        {copy_am_id, &engine::on_copy},
+        {ack_am_id, &engine::on_copy_ack},
+        {hello_am_id, &engine::on_hello}};
     ucp_am_handler_param_t ap{};
     ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    ap.id = notif_am_id;
-    ap.cb = &engine::on_notif;
     ap.arg = this;
-    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
-    ap.id = abort_am_id;
-    ap.cb = &engine::on_abort;
-    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
-    ap.id = copy_am_id;
-    ap.cb = &engine::on_copy;
-    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
-    ap.id = ack_am_id;
-    ap.cb = &engine::on_copy_ack;
-    NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    for (const auto& [id, cb] : handlers) {  // one handler per message kind
+      ap.id = id;
+      ap.cb = cb;
+      NIXL_UCX_CHECK(ucp_worker_set_am_recv_handler(w, &ap));
+    }
 
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
@@ -225,6 +225,8 @@ engine::engine(const config& cfg, const backend_context& bctx)
 
   conn_info_ = wire::encode_conn_info(id_, uid_, addresses_, runs_host_copies(), want_thread);
   notif_prefix_ = wire::notif_prefix(agent_name_);
+  hello_ = notif_prefix_ + wire::encode_conn_info(id_, uid_, std::span(addresses_.data(), 1),
+                                                  runs_host_copies(), want_thread);
 
   connect_self();
   if (want_thread) start_progress_thread(bctx.progress_delay);

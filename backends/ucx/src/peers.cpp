@@ -103,9 +103,15 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   // close causes here (a TCP lane's reset) is its teardown too.
   if (p->local_alive && !p->local_alive->load(std::memory_order_acquire)) why = backend_destroyed;
   const auto lv = why == backend_destroyed ? log::level::info : log::level::warn;
-  if (!p->failed.exchange(true, std::memory_order_acq_rel))
-    log::write(lv, "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
-               p->name, why);
+  if (!p->failed.exchange(true, std::memory_order_acq_rel)) {
+    if (p->sender_only)
+      log::write(lv, "UCX: agent '{}', which sent to this one, is gone ({})", p->name, why);
+    else
+      log::write(lv,
+                 "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
+                 p->name, why);
+    if (!p->is_self && !p->closing.load(std::memory_order_acquire)) note_gone(p->name, true);
+  }
   fail_copies_of(p);
   if (waker_ != nullptr) waker_->notify();  // its requests end now
 }
@@ -145,6 +151,177 @@ ucs_status_t engine::receive(const void* data, std::size_t len, const ucp_am_rec
   }
   if (waker_ != nullptr) waker_->notify();
   return UCS_OK;
+}
+
+ucs_status_t engine::on_hello(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                              const ucp_am_recv_param_t* param) noexcept {
+  auto* e = static_cast<engine*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ||
+      len > max_name_size + wire::max_address_size + 1024) {
+    log::warn("UCX: dropped a hello message of {} bytes (not from a NIXL UCX agent)", len);
+    return UCS_OK;
+  }
+  try {
+    std::lock_guard lk(e->hello_mu_);
+    if (e->hellos_.size() >= max_hellos_queued) return UCS_OK;  // the next pass takes them
+    e->hellos_.emplace_back(static_cast<const char*>(data), len);
+    e->hellos_pending_.store(true, std::memory_order_release);
+  } catch (...) {  // out of memory: that sender is not watched
+  }
+  return UCS_OK;
+}
+
+void engine::adopt_senders() noexcept {
+  if (!hellos_pending_.exchange(false, std::memory_order_acq_rel)) return;
+  std::vector<std::string> got;
+  {
+    std::lock_guard lk(hello_mu_);
+    got.swap(hellos_);
+  }
+  for (const std::string& h : got) {
+    try {
+      watch_sender(h);
+    } catch (const std::exception& ex) {
+      log::warn("UCX: dropped a hello message: {}", ex.what());
+    }
+  }
+}
+
+void engine::watch_sender(std::string_view hello) {
+  const auto got = wire::parse_notif(hello, max_name_size, wire::max_address_size + 1024);
+  if (!got) raise(status::mismatch, "malformed ({} bytes)", hello.size());
+  const std::string_view name = got->sender;
+  const wire::conn_record rec = wire::parse_conn_info(name, got->message);
+  if (cfg_.error_handling == error_mode::none) return;
+  const bool same_process = nixl::detail::same_process(id_, rec.id);
+  if (same_process && rec.uid == uid_) return;  // this backend itself
+  std::vector<peer_state*> older;  // earlier incarnations under that name, watched as senders
+  {
+    std::lock_guard lk(peers_mu_);
+    std::size_t senders = 0;
+    for (auto& p : peers_) {
+      if (p->closed || p->is_self) continue;
+      if (p->name == name && p->token == rec.id.token && p->uid == rec.uid)
+        return;  // loaded or watched already
+      if (!p->sender_only) continue;
+      ++senders;
+      if (p->name == name) older.push_back(p.get());
+    }
+    if (senders - older.size() >= max_senders) {
+      if (!senders_full_logged_.exchange(true))
+        log::warn("UCX: {} agents that sent to this one are watched already; '{}' is not",
+                  max_senders, name);
+      return;
+    }
+  }
+  for (peer_state* o : older) unload_peer(o);
+  auto p = std::make_unique<peer_state>();
+  p->name = std::string(name);
+  p->owner = this;
+  p->sender_only = true;
+  p->token = rec.id.token;
+  p->uid = rec.uid;
+  // Of this host only (another host sends no hello): an endpoint back to the sender, made
+  // while the sender's endpoints to this worker were being wired up, crashed UCX 1.22's TCP
+  // transport (docs/ucx.md).
+  if (same_process)
+    watch_local(p.get(), rec.uid);
+  else if (!nixl::detail::same_host(id_, rec.id))
+    raise(status::mismatch, "'{}' is on another host", name);
+  else if (!open_pidfd(p.get(), rec.id))
+    return;
+  peer_state* raw = p.get();
+  {
+    std::lock_guard lk(peers_mu_);
+    add_pidfd_watch(raw);
+    peers_.push_back(std::move(p));
+  }
+  log::debug("UCX: watching '{}' (pid {}), which sent to this agent", name, rec.id.pid);
+  if (raw->failed.load()) {  // gone before it was watched
+    log::warn("UCX: agent '{}', which sent to this one, is gone (process exited)", name);
+    note_gone(name, true);
+  } else {
+    note_gone(name, false);
+  }
+}
+
+void engine::watch_local(peer_state* p, std::uint64_t uid) noexcept {
+  auto& reg = local_registry::get();
+  std::lock_guard lk(reg.mu);
+  auto it = reg.live.find(uid);
+  std::shared_ptr<std::atomic<bool>> alive = it == reg.live.end() ? nullptr : it->second.lock();
+  if (alive)
+    p->local_alive = std::move(alive);
+  else
+    p->failed.store(true);  // that backend is gone already
+}
+
+bool engine::open_pidfd(peer_state* p, const nixl::detail::host_identity& id) noexcept {
+  const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(id.pid), 0u);
+  if (fd >= 0) {
+    p->pidfd = static_cast<int>(fd);
+    ::fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+    // a recycled pid belongs to another process: the peer is already gone
+    if (nixl::detail::process_start_time(id.pid) != id.start_time) p->failed.store(true);
+    return true;
+  }
+  if (errno == ESRCH) {
+    p->failed.store(true);
+    return true;
+  }
+  log::warn("UCX: pidfd_open({}) for '{}' failed: {}", id.pid, p->name, std::strerror(errno));
+  return false;
+}
+
+ucs_status_t engine::open_watch_ep(peer_state* p, std::string_view address) noexcept {
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &engine::on_ep_error;
+  ep.err_handler.arg = p;
+  if (const ucs_status_t s = ucp_ep_create(workers_[0].get(), &ep, &p->watch_ep); s != UCS_OK) {
+    p->watch_ep = nullptr;
+    return s;
+  }
+  // Starts the watch endpoint's wire-up now, so that a peer that dies before the first
+  // request is still seen.
+  ucp_request_param_t fp{};
+  fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+  fp.cb.send = [](void* r, ucs_status_t, void*) noexcept { ucp_request_free(r); };
+  (void)ucp_ep_flush_nbx(p->watch_ep, &fp);
+  return UCS_OK;
+}
+
+// Under peers_mu_.
+void engine::add_pidfd_watch(peer_state* p) noexcept {
+  if (p->pidfd < 0 || !thread_.joinable()) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = p;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, p->pidfd, &ev) != 0)
+    log::warn("UCX: cannot watch the process of '{}': {}", p->name, std::strerror(errno));
+}
+
+void engine::note_gone(std::string_view name, bool gone) noexcept {
+  try {
+    std::lock_guard lk(gone_mu_);
+    const auto it = std::find(gone_.begin(), gone_.end(), name);
+    if (gone && it == gone_.end()) gone_.emplace_back(name);
+    if (!gone && it != gone_.end()) gone_.erase(it);
+  } catch (...) {  // out of memory: not recorded
+  }
+  if (gone) {
+    gone_events_.fetch_add(1, std::memory_order_acq_rel);
+    if (waker_ != nullptr) waker_->notify();
+  }
+}
+
+void engine::gone_agents(std::vector<std::string>& out) {
+  if (!thread_.joinable()) progress_all();
+  std::lock_guard lk(gone_mu_);
+  out.insert(out.end(), gone_.begin(), gone_.end());
 }
 
 void engine::take_notifications(notif_map& out) {
@@ -187,33 +364,16 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
         name);
     p->ucx_peer_mode = true;
   }
+  p->token = rec.id.token;
+  p->uid = rec.uid;
   const bool watch = cfg_.error_handling == error_mode::peer && !same_host;
   // Another agent of this process: watch its backend.
-  if (same_process && cfg_.error_handling != error_mode::none) {
-    auto& reg = local_registry::get();
-    std::lock_guard lk(reg.mu);
-    auto it = reg.live.find(rec.uid);
-    std::shared_ptr<std::atomic<bool>> alive = it == reg.live.end() ? nullptr : it->second.lock();
-    if (alive)
-      p->local_alive = std::move(alive);
-    else
-      p->failed.store(true);  // that backend is gone already
-  }
+  if (same_process && cfg_.error_handling != error_mode::none) watch_local(p.get(), rec.uid);
   // Same host, other process, no UCX peer mode: watch the process itself.
-  if (cfg_.error_handling == error_mode::peer && same_host && !same_process) {
-    const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(rec.id.pid), 0u);
-    if (fd >= 0) {
-      p->pidfd = static_cast<int>(fd);
-      ::fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
-      // a recycled pid belongs to another process: the peer is already gone
-      if (nixl::detail::process_start_time(rec.id.pid) != rec.id.start_time) p->failed.store(true);
-    } else if (errno == ESRCH) {
-      p->failed.store(true);
-    } else {
-      log::warn("UCX: pidfd_open({}) failed ({}); using UCX error mode peer for '{}'", rec.id.pid,
-                std::strerror(errno), name);
-      p->ucx_peer_mode = true;
-    }
+  if (cfg_.error_handling == error_mode::peer && same_host && !same_process &&
+      !open_pidfd(p.get(), rec.id)) {
+    log::warn("UCX: using UCX error mode peer for '{}'", name);
+    p->ucx_peer_mode = true;
   }
 
   for (std::size_t i = 0; i < workers_.size(); ++i) {
@@ -257,38 +417,31 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   // application polls)
   p->shm = p->cma_pid != 0 && !same_process && rec.progress_thread && cfg_.shm_min_size > 0;
   if (watch) {
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t*>(rec.addresses[0].data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &engine::on_ep_error;
-    ep.err_handler.arg = p.get();
-    if (const ucs_status_t s = ucp_ep_create(workers_[0].get(), &ep, &p->watch_ep); s != UCS_OK) {
-      p->watch_ep = nullptr;
+    if (const ucs_status_t s = open_watch_ep(p.get(), rec.addresses[0]); s != UCS_OK) {
       p->failed.store(true);
       close_eps(p.get());
       throw_ucs(s, "ucp_ep_create", __FILE__, __LINE__,
                 fmt::format("load_peer('{}'): the endpoint that watches the peer", name));
     }
-    // Starts the watch endpoint's wire-up now, so that a peer that dies before the first
-    // request is still seen.
-    ucp_request_param_t fp{};
-    fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    fp.cb.send = [](void* r, ucs_status_t, void*) noexcept { ucp_request_free(r); };
-    (void)ucp_ep_flush_nbx(p->watch_ep, &fp);
+  }
+  // The hello: a peer of this host watches this agent from now on, so that a target that never
+  // loads this agent's metadata still learns its end (gone_agents).
+  if (cfg_.error_handling != error_mode::none && same_host && !p->failed.load() &&
+      !p->eps.empty()) {
+    try {
+      auto msg = std::make_unique<std::string>(hello_);
+      ucs_status_t st = UCS_OK;
+      if (send_owned(p->eps[0], hello_am_id, msg, st)) kick(0);
+      if (st != UCS_OK) log::debug("UCX: hello to '{}' not sent: {}", name, ucs_status_string(st));
+    } catch (...) {  // out of memory: the peer does not watch this agent
+    }
   }
 
   peer_state* raw = p.get();
   std::lock_guard lk(peers_mu_);
-  if (raw->pidfd >= 0 && thread_.joinable()) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = raw;
-    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, raw->pidfd, &ev) != 0)
-      log::warn("UCX: cannot watch process {} of '{}': {}", rec.id.pid, name, std::strerror(errno));
-  }
+  add_pidfd_watch(raw);
   peers_.push_back(std::move(p));
+  if (!raw->failed.load()) note_gone(raw->name, false);
   log::debug("UCX: loaded peer '{}' (pid {}, {}, UCX error mode {}{}{}{})", name, rec.id.pid,
              same_host ? "same host" : "other host", raw->ucx_peer_mode ? "peer" : "none",
              raw->watch_ep != nullptr ? ", watched by an endpoint in mode peer" : "",
@@ -412,7 +565,8 @@ void engine::check_local_peers() noexcept {
 namespace {
 void on_notify_done(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
-  warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
+  // canceled: the endpoint was closed first (the peer unloaded), nothing to warn of
+  if (st != UCS_ERR_CANCELED) warn_ucs(st, "ucp_am_send_nbx", __FILE__, __LINE__);
   delete static_cast<std::string*>(user);
 }
 }  // namespace
@@ -582,6 +736,14 @@ void backend::take_notifications(notif_map& out) {
 
 void backend::take_aborts(notif_map& out) {
   eng_->take_aborts(out);
+}
+
+void backend::gone_agents(std::vector<std::string>& out) {
+  eng_->gone_agents(out);
+}
+
+std::uint64_t backend::gone_events() const noexcept {
+  return eng_->gone_events();
 }
 
 std::string backend::endpoint_info(const peer& p) const {

@@ -136,6 +136,7 @@ void engine::run() noexcept {
       check_local_peers();
       reap_served(false);  // copies run for peers: their mappings go back once they ended
     }
+    adopt_senders();
     for (int i = 0; i < n; ++i) {
       void* tag = evs[i].data.ptr;
       if (tag == nullptr) {
@@ -187,6 +188,7 @@ void engine::progress_all() noexcept {
     }
   }
   if (!thread_.joinable()) {
+    adopt_senders();
     std::vector<peer_state*> watched;
     {
       std::lock_guard lk(peers_mu_);

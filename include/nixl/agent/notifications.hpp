@@ -6,8 +6,12 @@
 #error "<nixl/agent/notifications.hpp> is a part of <nixl/agent.hpp>: include that instead"
 #endif
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nixl/detail/resolve.hpp>
 
@@ -42,6 +46,21 @@ void agent<Backends...>::aborted_notifications(notif_map& out, const backend_opt
 }
 
 template <class... Backends>
+std::vector<std::string> agent<Backends...>::gone_agents(const backend_options& opt) {
+  auto g = lock_.exclusive();
+  std::vector<std::string> out;
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (watching_backend<B>) {
+      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends))
+        s.engine->gone_agents(out);
+    }
+  });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+template <class... Backends>
 bool agent<Backends...>::wait_notifications(notif_map& out, std::chrono::nanoseconds timeout,
                                             const backend_options& opt) {
   return wait_for_notifications(out, nullptr, timeout, opt);
@@ -60,17 +79,25 @@ bool agent<Backends...>::wait_for_notifications(notif_map& out, notif_map* abort
                                                 const backend_options& opt) {
   const auto deadline = detail::waker::deadline_after(timeout);
   const auto count = [&] {
-    std::size_t n = 0;
+    std::uint64_t n = 0;
     for (const auto& [from, msgs] : out) n += msgs.size();
-    if (aborts != nullptr)
+    if (aborts != nullptr) {
       for (const auto& [from, msgs] : *aborts) n += msgs.size();
+      // an agent found gone ends the wait too
+      detail::for_each_type<Backends...>([&]<class B>() {
+        if constexpr (watching_backend<B>) {
+          if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends))
+            n += s.engine->gone_events();
+        }
+      });
+    }
     return n;
   };
   const auto collect = [&] {
     notifications(out, opt);  // throws when no backend delivers them
     if (aborts != nullptr) aborted_notifications(*aborts, opt);
   };
-  const std::size_t before = count();
+  const std::uint64_t before = count();
   collect();
   if (count() != before) return true;
   bool polled = false;

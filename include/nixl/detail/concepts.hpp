@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include <nixl/detail/memory.hpp>
 #include <nixl/detail/status.hpp>
@@ -119,6 +120,16 @@ concept notifying_backend = backend<B> &&
 template <class B>
 concept aborting_backend = notifying_backend<B> && requires(B& b, notif_map& out) {
   b.take_aborts(out);
+};
+
+/// A backend that tells which agents it found gone (docs/error-model.md, "Agents found gone"):
+/// loaded peers, and agents that only sent to this one.
+template <class B>
+concept watching_backend = backend<B> &&
+    requires(B& b, const B& cb, std::vector<std::string>& out) {
+  b.gone_agents(out);
+  { cb.gone_events() }
+  noexcept->std::same_as<std::uint64_t>;
 };
 
 /// A remote backend that tells which incarnation of an agent (e.g. which process) connection

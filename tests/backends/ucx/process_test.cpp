@@ -423,6 +423,58 @@ TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a han
   CHECK_FALSE(in.agent.check_remote_metadata("target"));
 }
 
+TEST_CASE("ucx two processes: a target learns that an agent it never loaded is gone") {
+  // The target (this process) never loads the sender's metadata: the sender's load of the
+  // target's tells the target whom to watch (a hello message).
+  const std::string mode = GENERATE("peer", "ucx_peer");
+  const bool thread = GENERATE(true, false);
+  CAPTURE(mode, thread);
+  nixl::agent_config c;
+  c.enable_prog_thread = thread;
+  ucx_agent tgt("target", c);
+  tgt.create_backend<nixl::ucx::backend>({{"ucx_error_handling_mode", mode}});
+  const std::string md = tgt.local_metadata();
+  const auto contact = [&](peer_process& s) {
+    s.send(fmt::format("LOAD {}", md.size()));
+    s.send_blob(md);
+    REQUIRE(s.line() == "OK target");
+    REQUIRE(s.ask("NOTIFY target 6869") == "OK");  // "hi"
+    nixl::notif_map m, a;
+    const auto deadline = clock_type::now() + std::chrono::seconds(10);
+    while (m["sender"].empty() && clock_type::now() < deadline)
+      tgt.wait_notifications(m, a, std::chrono::milliseconds(100));
+    REQUIRE(m["sender"] == std::vector<std::string>{"hi"});
+  };
+  const auto wait_gone = [&](bool gone) {
+    nixl::notif_map m, a;
+    const auto deadline = clock_type::now() + std::chrono::seconds(10);
+    while (tgt.gone_agents().empty() == gone && clock_type::now() < deadline)
+      tgt.wait_notifications(m, a, std::chrono::milliseconds(200));
+    CHECK(m.empty());
+    CHECK(a.empty());
+  };
+  const std::vector<std::string> sender{"sender"};
+  peer_process first(NIXL_UCX_PEER_EXE, {"sender", "4096", "--mode=" + mode});
+  contact(first);
+  CHECK(tgt.gone_agents().empty());
+  first.kill();
+  const auto killed = clock_type::now();
+  wait_gone(true);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - killed);
+  INFO("found gone after " << took.count() << " ms");
+  CHECK(tgt.gone_agents() == sender);
+  CHECK(took < std::chrono::milliseconds(2500));
+  // A new process under that name contacts the target: it is back; its end is seen too.
+  peer_process second(NIXL_UCX_PEER_EXE, {"sender", "4096", "--mode=" + mode});
+  contact(second);
+  wait_gone(false);
+  CHECK(tgt.gone_agents().empty());
+  second.kill();
+  wait_gone(true);
+  CHECK(tgt.gone_agents() == sender);
+}
+
 TEST_CASE("ucx two processes: a SIGSTOPped target ends a request at its stall timeout") {
   // Over tcp a put needs the target's progress; cma (same host) would not.
   nixl::test::env_guard env;

@@ -129,6 +129,11 @@ struct peer_state {
   /// instead of emulating them with active messages. Null otherwise.
   ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
+  /// Not loaded by the application: an agent that only sent to this one (its hello message),
+  /// watched so that its end is known (engine::gone_agents). No data endpoints.
+  bool sender_only = false;
+  /// Which incarnation: the peer's process token and backend id (its connection info).
+  std::uint64_t token = 0, uid = 0;
   int pidfd = -1;  ///< process watch (same host), or -1
   /// A process of this host (this one too) whose DRAM this process copies with
   /// process_vm_writev/readv (`host_dram_copy=cma`, UCX's endpoints to it have a cma lane): its
@@ -225,6 +230,13 @@ class engine {
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
   void take_aborts(notif_map& out);
+  /// Appends the names of the agents found gone (loaded peers, and agents that only sent to
+  /// this one): each until that name comes back (loaded again alive, or a new process of it
+  /// says hello). `gone_events` counts the findings, for waits.
+  void gone_agents(std::vector<std::string>& out);
+  std::uint64_t gone_events() const noexcept {
+    return gone_events_.load(std::memory_order_acquire);
+  }
   /// Tells `p` that a request which carried notification `msg` (`prefixed`: already with this
   /// agent's prefix, as a slot holds it) ended without success: an abort notice on `ep`. Best
   /// effort and never blocks; nothing is sent to a peer that failed.
@@ -377,6 +389,13 @@ class engine {
   static constexpr unsigned copy_am_id = 0x43;   // 'C': a copy request (wire.hpp)
   static constexpr unsigned ack_am_id = 0x41;    // 'A': its answer
   static constexpr unsigned abort_am_id = 0x58;  // 'X': an abort notice (notification format)
+  /// 'H': a hello, sent to a peer of this host when it is loaded: the notification format, the
+  /// sender's connection info (one worker address) as the message. The receiver watches the
+  /// sender (docs/ucx.md, "Agents that only sent to this one").
+  static constexpr unsigned hello_am_id = 0x48;
+  /// Agents watched that only sent to this one, at most; hellos queued for the progress pass.
+  static constexpr std::size_t max_senders = 4096;
+  static constexpr std::size_t max_hellos_queued = 1024;
   /// How long a request waits for the peer to answer its copy request.
   static constexpr std::chrono::seconds copy_deadline{30};
 
@@ -448,6 +467,21 @@ class engine {
                                std::size_t len, const ucp_am_recv_param_t* param) noexcept;
   ucs_status_t receive(const void* data, std::size_t len, const ucp_am_recv_param_t* param,
                        bool abort) noexcept;
+  static ucs_status_t on_hello(void* arg, const void* header, std::size_t header_len, void* data,
+                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  /// Watches the senders of the hellos received (after a progress pass, outside UCX's
+  /// callback).
+  void adopt_senders() noexcept;
+  void watch_sender(std::string_view hello);
+  /// How `p` is watched: another agent of this process by its backend's liveness; a process of
+  /// this host by a pidfd (false when pidfd_open failed otherwise than for a process gone); the
+  /// endpoint of worker 0 in UCX's peer error mode that only watches.
+  void watch_local(peer_state* p, std::uint64_t uid) noexcept;
+  bool open_pidfd(peer_state* p, const nixl::detail::host_identity& id) noexcept;
+  ucs_status_t open_watch_ep(peer_state* p, std::string_view address) noexcept;
+  void add_pidfd_watch(peer_state* p) noexcept;
+  /// Records `name` as gone (`gone`) or back.
+  void note_gone(std::string_view name, bool gone) noexcept;
   static ucs_status_t on_copy(void* arg, const void* header, std::size_t header_len, void* data,
                               std::size_t len, const ucp_am_recv_param_t* param) noexcept;
   static ucs_status_t on_copy_ack(void* arg, const void* header, std::size_t header_len, void* data,
@@ -498,6 +532,15 @@ class engine {
   std::vector<rkey_handle> deferred_rkeys_;
 
   nixl::detail::notif_inbox inbox_;  ///< notifications and abort notices received
+  std::string hello_;                ///< this agent's hello message
+
+  std::mutex hello_mu_;
+  std::vector<std::string> hellos_;  ///< received, not watched yet
+  std::atomic<bool> hellos_pending_{false};
+  std::mutex gone_mu_;
+  std::vector<std::string> gone_;  ///< agents found gone (gone_agents)
+  std::atomic<std::uint64_t> gone_events_{0};
+  std::atomic<bool> senders_full_logged_{false};
 
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;

@@ -195,7 +195,9 @@ void engine::watch_sender(std::string_view hello) {
   if (cfg_.error_handling == error_mode::none) return;
   const bool same_process = nixl::detail::same_process(id_, rec.id);
   if (same_process && rec.uid == uid_) return;  // this backend itself
-  std::vector<peer_state*> older;  // earlier incarnations under that name, watched as senders
+  // sender watches to close: earlier processes under that name, and those found gone (their
+  // pidfds go back here, on the next hello)
+  std::vector<peer_state*> older;
   {
     std::lock_guard lk(peers_mu_);
     std::size_t senders = 0;
@@ -204,10 +206,13 @@ void engine::watch_sender(std::string_view hello) {
       if (p->name == name && p->token == rec.id.token && p->uid == rec.uid)
         return;  // loaded or watched already
       if (!p->sender_only) continue;
+      if (p->name == name || p->gone()) {
+        older.push_back(p.get());  // an earlier process of that name, or one found gone: closed
+        continue;
+      }
       ++senders;
-      if (p->name == name) older.push_back(p.get());
     }
-    if (senders - older.size() >= max_senders) {
+    if (senders >= max_senders) {
       if (!senders_full_logged_.exchange(true))
         log::warn("UCX: {} agents that sent to this one are watched already; '{}' is not",
                   max_senders, name);

@@ -28,6 +28,12 @@ namespace detail {
 namespace {
 constexpr std::string_view backend_destroyed = "its backend was destroyed";
 
+#if UCP_API_VERSION >= UCP_VERSION(1, 14)
+constexpr bool hello_supported = true;  // a peer of this host is sent a hello (load_peer)
+#else
+constexpr bool hello_supported = false;
+#endif
+
 // One of the endpoint's lanes is the UCX transport `tl` (e.g. "tcp", "cma"). UCX chooses an
 // endpoint's lanes when it is made from the peer's worker address, so the answer holds from
 // then on. False where the UCX library cannot say (its API before 1.14, or a runtime that does
@@ -104,8 +110,8 @@ void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (p->local_alive && !p->local_alive->load(std::memory_order_acquire)) why = backend_destroyed;
   const auto lv = why == backend_destroyed ? log::level::info : log::level::warn;
   if (!p->failed.exchange(true, std::memory_order_acq_rel)) {
-    if (p->sender_only)
-      log::write(lv, "UCX: agent '{}', which sent to this one, is gone ({})", p->name, why);
+    if (p->sender_only)  // nothing of this agent fails with it: an event, not a warning
+      log::info("UCX: agent '{}', which sent to this one, is gone ({})", p->name, why);
     else
       log::write(lv,
                  "UCX: peer '{}' is gone ({}); its requests end with NIXL_ERR_REMOTE_DISCONNECT",
@@ -243,7 +249,7 @@ void engine::watch_sender(std::string_view hello) {
   }
   log::debug("UCX: watching '{}' (pid {}), which sent to this agent", name, rec.id.pid);
   if (raw->failed.load()) {  // gone before it was watched
-    log::warn("UCX: agent '{}', which sent to this one, is gone (process exited)", name);
+    log::info("UCX: agent '{}', which sent to this one, is gone (process exited)", name);
     note_gone(name, true);
   } else {
     note_gone(name, false);
@@ -431,8 +437,10 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   }
   // The hello: a peer of this host watches this agent from now on, so that a target that never
   // loads this agent's metadata still learns its end (gone_agents).
-  if (cfg_.error_handling != error_mode::none && same_host && !p->failed.load() &&
-      !p->eps.empty()) {
+  // Not with UCX before 1.14: there the receiver crashed in UCX's TCP transport with a hello
+  // that arrived while UCX wired the endpoint up (docs/ucx.md).
+  if (cfg_.error_handling != error_mode::none && same_host && hello_supported &&
+      !p->failed.load() && !p->eps.empty()) {
     try {
       auto msg = std::make_unique<std::string>(hello_);
       ucs_status_t st = UCS_OK;

@@ -3,6 +3,8 @@
 #include <nixl/agent.hpp>
 #include <nixl/backends/ucx.hpp>
 
+#include <ucp/api/ucp.h>
+
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -426,6 +428,9 @@ TEST_CASE("ucx two processes: a killed target gives remote_disconnect, not a han
 TEST_CASE("ucx two processes: a target learns that an agent it never loaded is gone") {
   // The target (this process) never loads the sender's metadata: the sender's load of the
   // target's tells the target whom to watch (a hello message).
+#if UCP_API_VERSION < UCP_VERSION(1, 14)
+  NIXL_SKIP("built against a UCX before 1.14: no hello goes out (docs/ucx.md)");
+#endif
   const std::string mode = GENERATE("peer", "ucx_peer");
   const bool thread = GENERATE(true, false);
   CAPTURE(mode, thread);

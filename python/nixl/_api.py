@@ -695,7 +695,7 @@ class nixl_agent:
             return _DONE
         if self.check_remote_xfer_aborted(name, tag, backends, tag_is_prefix):
             return _ERR
-        if _as_str(name) in self.agent.getGoneAgents(self._handles(backends)):
+        if _as_str(name) in self.get_gone_agents(backends):
             return _ERR  # its transfer will not come
         return None
 

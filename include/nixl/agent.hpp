@@ -342,6 +342,10 @@ class agent {
   // Notifications: both waits (`aborts` null: notifications only)
   bool wait_for_notifications(notif_map& out, notif_map* aborts, std::chrono::nanoseconds timeout,
                               const backend_options& opt);
+  /// Calls `f(engine)` for each created backend of `opt`'s selection that tells which agents it
+  /// found gone (watching_backend).
+  template <class F>
+  void for_each_watching(const backend_options& opt, F&& f);
 
   // Registration
   template <class B>

@@ -33,6 +33,10 @@ constexpr bool hello_supported = true;  // a peer of this host is sent a hello (
 #else
 constexpr bool hello_supported = false;
 #endif
+// A hello's connection info at most (one address and the record's fields), and the whole
+// message at most (with the sender's name and the notification framing).
+constexpr std::size_t max_hello_info_size = wire::max_address_size + 1024;
+constexpr std::size_t max_hello_size = engine::max_name_size + max_hello_info_size;
 
 // One of the endpoint's lanes is the UCX transport `tl` (e.g. "tcp", "cma"). UCX chooses an
 // endpoint's lanes when it is made from the peer's worker address, so the answer holds from
@@ -162,8 +166,7 @@ ucs_status_t engine::receive(const void* data, std::size_t len, const ucp_am_rec
 ucs_status_t engine::on_hello(void* arg, const void*, std::size_t, void* data, std::size_t len,
                               const ucp_am_recv_param_t* param) noexcept {
   auto* e = static_cast<engine*>(arg);
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ||
-      len > max_name_size + wire::max_address_size + 1024) {
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || len > max_hello_size) {
     log::warn("UCX: dropped a hello message of {} bytes (not from a NIXL UCX agent)", len);
     return UCS_OK;
   }
@@ -194,7 +197,7 @@ void engine::adopt_senders() noexcept {
 }
 
 void engine::watch_sender(std::string_view hello) {
-  const auto got = wire::parse_notif(hello, max_name_size, wire::max_address_size + 1024);
+  const auto got = wire::parse_notif(hello, max_name_size, max_hello_info_size);
   if (!got) raise(status::mismatch, "malformed ({} bytes)", hello.size());
   const std::string_view name = got->sender;
   const wire::conn_record rec = wire::parse_conn_info(name, got->message);
@@ -316,23 +319,12 @@ void engine::add_pidfd_watch(peer_state* p) noexcept {
 }
 
 void engine::note_gone(std::string_view name, bool gone) noexcept {
-  try {
-    std::lock_guard lk(gone_mu_);
-    const auto it = std::find(gone_.begin(), gone_.end(), name);
-    if (gone && it == gone_.end()) gone_.emplace_back(name);
-    if (!gone && it != gone_.end()) gone_.erase(it);
-  } catch (...) {  // out of memory: not recorded
-  }
-  if (gone) {
-    gone_events_.fetch_add(1, std::memory_order_acq_rel);
-    if (waker_ != nullptr) waker_->notify();
-  }
+  if (gone_.note(name, gone) && waker_ != nullptr) waker_->notify();
 }
 
 void engine::gone_agents(std::vector<std::string>& out) {
   if (!thread_.joinable()) progress_all();
-  std::lock_guard lk(gone_mu_);
-  out.insert(out.end(), gone_.begin(), gone_.end());
+  gone_.append(out);
 }
 
 void engine::take_notifications(notif_map& out) {

@@ -49,15 +49,20 @@ template <class... Backends>
 std::vector<std::string> agent<Backends...>::gone_agents(const backend_options& opt) {
   auto g = lock_.exclusive();
   std::vector<std::string> out;
-  detail::for_each_type<Backends...>([&]<class B>() {
-    if constexpr (watching_backend<B>) {
-      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends))
-        s.engine->gone_agents(out);
-    }
-  });
+  for_each_watching(opt, [&](auto& engine) { engine.gone_agents(out); });
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+template <class... Backends>
+template <class F>
+void agent<Backends...>::for_each_watching(const backend_options& opt, F&& f) {
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (watching_backend<B>) {
+      if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends)) f(*s.engine);
+    }
+  });
 }
 
 template <class... Backends>
@@ -84,12 +89,7 @@ bool agent<Backends...>::wait_for_notifications(notif_map& out, notif_map* abort
     if (aborts != nullptr) {
       for (const auto& [from, msgs] : *aborts) n += msgs.size();
       // an agent found gone ends the wait too
-      detail::for_each_type<Backends...>([&]<class B>() {
-        if constexpr (watching_backend<B>) {
-          if (auto& s = slot<B>(); s.engine && detail::selected<B>(opt.backends))
-            n += s.engine->gone_events();
-        }
-      });
+      for_each_watching(opt, [&](const auto& engine) { n += engine.gone_events(); });
     }
     return n;
   };

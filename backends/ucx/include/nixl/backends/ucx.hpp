@@ -416,7 +416,7 @@ inline status backend::peek(const request& r) const noexcept {
 }
 
 static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
-              nixl::aborting_backend<backend>);
+              nixl::aborting_backend<backend> && nixl::watching_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::estimating_backend<backend> &&
               nixl::connecting_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));

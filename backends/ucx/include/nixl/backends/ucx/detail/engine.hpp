@@ -27,6 +27,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/event_fd.hpp>
+#include <nixl/detail/gone_record.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/recycled.hpp>
@@ -234,9 +235,7 @@ class engine {
   /// this one): each until that name comes back (loaded again alive, or a new process of it
   /// says hello). `gone_events` counts the findings, for waits.
   void gone_agents(std::vector<std::string>& out);
-  std::uint64_t gone_events() const noexcept {
-    return gone_events_.load(std::memory_order_acquire);
-  }
+  std::uint64_t gone_events() const noexcept { return gone_.events(); }
   /// Tells `p` that a request which carried notification `msg` (`prefixed`: already with this
   /// agent's prefix, as a slot holds it) ended without success: an abort notice on `ep`. Best
   /// effort and never blocks; nothing is sent to a peer that failed.
@@ -537,9 +536,7 @@ class engine {
   std::mutex hello_mu_;
   std::vector<std::string> hellos_;  ///< received, not watched yet
   std::atomic<bool> hellos_pending_{false};
-  std::mutex gone_mu_;
-  std::vector<std::string> gone_;  ///< agents found gone (gone_agents)
-  std::atomic<std::uint64_t> gone_events_{0};
+  nixl::detail::gone_record gone_;  ///< agents found gone (gone_agents)
   std::atomic<bool> senders_full_logged_{false};
 
   std::mutex alloc_mu_;

@@ -383,6 +383,23 @@ def meet_through_etcd(nodes):
         x.ok(f"WAITMD {a.name} absent 5000")
 
 
+def target_learns_initiator_died(sb, s, t, target_loads):
+    """Initiator `s` writes to target `t` (which loads `s`'s metadata when `target_loads`); `t`
+    waits for the next transfer and `s` is SIGKILLed: the wait ends with ERR within 3 s."""
+    connect(s, t, sb)
+    if target_loads:
+        connect(t, s, sb)
+    s.ok("FILL 5")
+    assert s.ok(f"XFER WRITE {t.name} {t.addr} {MIB} 1 first")[0] == "NIXL_SUCCESS"
+    assert t.ok(f"WAITREMOTE {s.name} first 10000")[0] == "DONE"
+    assert t.ok(f"WAITREMOTE {s.name} kv 500")[0] == "PROC"
+    t_kill = s.kill()
+    st, _ = t.ok(f"WAITREMOTE {s.name} kv 20000")
+    took = time.monotonic() - t_kill
+    assert st == "ERR", f"{st}; target's log: {t.stderr()}"
+    assert took < 3.0, f"the target learnt it after {took:.2f} s"
+
+
 def peer_dies_mid_transfer(sb, nodes, how, size):
     """Nodes a and b write `size` bytes to t in a loop, connected through their listeners; t is
     SIGKILLed (how="sigkill") or its host destroyed: each request ends with

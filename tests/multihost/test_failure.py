@@ -4,11 +4,9 @@ with NIXL_ERR_REMOTE_DISCONNECT within 2 s, without hang or crash, and requests 
 live hosts must keep working. And the other way: a target waiting for a transfer of an initiator
 learns that the initiator died."""
 
-import time
-
 import pytest
 
-from conftest import MIB, connect, peer_dies_mid_transfer
+from conftest import MIB, peer_dies_mid_transfer, target_learns_initiator_died
 
 
 @pytest.mark.parametrize("how", ["sigkill", "destroy-host"])
@@ -28,14 +26,4 @@ def test_a_waiting_target_learns_that_its_initiator_died(sandbox, kind):
     sb = sandbox(2)
     s = sb.node(0, kind, "mh-s", listen=True, listen_address=sb.addr(0))
     t = sb.node(1, kind, "mh-t", listen=True, listen_address=sb.addr(1))
-    connect(s, t, sb)
-    connect(t, s, sb)
-    s.ok("FILL 5")
-    assert s.ok(f"XFER WRITE {t.name} {t.addr} {MIB} 1 first")[0] == "NIXL_SUCCESS"
-    assert t.ok(f"WAITREMOTE {s.name} first 10000")[0] == "DONE"
-    assert t.ok(f"WAITREMOTE {s.name} kv 200")[0] == "PROC"
-    t_kill = s.kill()
-    st, _ = t.ok(f"WAITREMOTE {s.name} kv 20000")
-    took = time.monotonic() - t_kill
-    assert st == "ERR", f"{st}; target's log: {t.stderr()}"
-    assert took < 3.0, f"the target learnt it after {took:.2f} s"
+    target_learns_initiator_died(sb, s, t, target_loads=True)

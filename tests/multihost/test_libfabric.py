@@ -1,7 +1,8 @@
 """The LIBFABRIC backend between sandbox hosts, over tcp;ofi_rxm pinned to the hosts' links:
 data with notifications through the listener, etcd, a peer killed or its host destroyed
-mid-transfer (seen within 2 s), an agent restarting under its name, and striping over two links
-per host (both links carry the bytes). Run by hand with NIXL_MH_LIBFABRIC=1."""
+mid-transfer (seen within 2 s), a target learning that an initiator it never loaded died, an
+agent restarting under its name, and striping over two links per host (both links carry the
+bytes). Run by hand with NIXL_MH_LIBFABRIC=1."""
 
 import os
 
@@ -9,6 +10,7 @@ import pytest
 
 from conftest import MIB, connect, connect_all, lf_env, meet_through_etcd, move_points
 from conftest import peer_dies_mid_transfer, restart_under_same_name
+from conftest import target_learns_initiator_died
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("NIXL_MH_LIBFABRIC"),
@@ -46,6 +48,16 @@ def test_lf_peer_dies_mid_transfer(sandbox, kind, how):
     size = 16 * MIB
     nodes = [start(sb, kind, h, size=size) for h in range(3)]
     peer_dies_mid_transfer(sb, nodes, how, size)
+
+
+def test_lf_a_target_learns_that_an_initiator_it_never_loaded_died(sandbox, kind):
+    # The target never loads the initiator's metadata: it watches it by the heartbeats it
+    # receives across the link, and a wait for the initiator's next transfer ends with ERR
+    # within peer_timeout_ms (1.2 s) of the kill instead of at its deadline.
+    sb = sandbox(2)
+    s = start(sb, kind, 0, name="lf-s")
+    t = start(sb, kind, 1, name="lf-t")
+    target_learns_initiator_died(sb, s, t, target_loads=False)
 
 
 @pytest.mark.parametrize("leave", ["graceful", "crash"])

@@ -68,13 +68,28 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   if (!p->contact.load()) awaiting_contact_.fetch_add(1);
   p->token = peers_.size();
   peers_.push_back(std::move(p));
+  note_gone(name, false);
   return peers_.back().get();
 }
 
 void engine::unload_peer(peer_state* p) noexcept {
   if (p == nullptr || p->is_self) return;
-  std::lock_guard lk(peers_mu_);
-  p->closed = true;  // kept until destruction: requests may still point at it
+  {
+    std::lock_guard lk(peers_mu_);
+    p->closed = true;  // kept until destruction: requests may still point at it
+  }
+  // The peer watches this agent by its pings: told that they stop, it does not take the
+  // silence for an end. Not when the agent itself ends (its peers are to learn that).
+  if (closing_.load(std::memory_order_acquire) || p->failed.load() || !may_send(p)) return;
+  try {
+    send_ctrl(p->addr[0], p, p->local.get(), wire::encode_header(wire::msg_type::bye, uid_));
+  } catch (...) {  // out of memory: the peer finds this agent silent and gone
+  }
+}
+
+void engine::gone_agents(std::vector<std::string>& out) {
+  if (!thread_.joinable()) progress();
+  gone_.append(out);
 }
 
 void engine::notify(peer_state* p, std::string_view msg) {
@@ -204,6 +219,18 @@ void backend::take_notifications(notif_map& out) {
 
 void backend::take_aborts(notif_map& out) {
   eng_->take_aborts(out);
+}
+
+void backend::gone_agents(std::vector<std::string>& out) {
+  eng_->gone_agents(out);
+}
+
+std::uint64_t backend::gone_events() const noexcept {
+  return eng_->gone_events();
+}
+
+void backend::agent_closing() noexcept {
+  eng_->agent_closing();
 }
 
 std::vector<std::string> backend::rails() const {

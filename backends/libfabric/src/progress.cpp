@@ -142,14 +142,15 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
           !(r0.info->addr_format == FI_ADDR_STR && !m->address.empty() &&
             m->address.back() == '\0'))
         return;
-      reply_to to;
+      fi_addr_t addr = FI_ADDR_UNSPEC;
+      std::shared_ptr<local_life> life;
       try {
         std::lock_guard lk(peers_mu_);
         auto it = reply_addr_.find(m->address);
-        if (it != reply_addr_.end()) {
-          to = it->second;
-        } else if (reply_addr_.size() < 4096) {
+        if (it == reply_addr_.end()) {
+          if (reply_addr_.size() >= max_senders) return;
           // a sender of this process is answered only while it lives (see local_life)
+          reply_to to;
           bool gone = false;
           to.life = find_local(m->uid, gone);
           if (gone) return;
@@ -157,17 +158,27 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
           if (!hold.ok()) return;
           std::lock_guard rl(rails_[0]->mu);
           if (fi_av_insert(rails_[0]->av, m->address.data(), 1, &to.addr, 0, nullptr) != 1) return;
-          reply_addr_.emplace(std::string(m->address), to);
-        } else {
-          return;
+          it = reply_addr_.emplace(std::string(m->address), std::move(to)).first;
         }
+        watch_sender(it->second, m->sender, m->uid, m->period_ms, now_ns());
+        addr = it->second.addr;
+        life = it->second.life;
       } catch (...) {
         return;
       }
       try {
-        send_ctrl(to.addr, nullptr, to.life.get(), wire::encode_pong(uid_, m->token, m->seq));
+        send_ctrl(addr, nullptr, life.get(), wire::encode_pong(uid_, m->token, m->seq));
       } catch (...) {
       }
+      break;
+    }
+    case wire::msg_type::bye: {
+      std::lock_guard lk(peers_mu_);
+      for (auto& [where, to] : reply_addr_)
+        if (to.uid == m->uid && to.silence_ns != 0) {
+          log::debug("LIBFABRIC: '{}' unloaded this agent; no longer watched", to.name);
+          to.silence_ns = 0;
+        }
       break;
     }
     case wire::msg_type::pong: {
@@ -241,6 +252,14 @@ void engine::heartbeat() noexcept {
       }
     }
   }
+  if (gap > period)
+    for (auto& [where, to] : reply_addr_) to.last_ns = std::min(to.last_ns + gap, now);
+  check_senders(now);
+  // Pings say who sends them and, from a progress thread, how often: the peer watches this
+  // agent by them (docs/libfabric.md, "Agents found gone").
+  const bool regular = thread_.joinable() && agent_name_.size() <= max_name_size;
+  const auto period_ms = regular ? static_cast<std::uint32_t>(cfg_.heartbeat.count()) : 0;
+  const std::string_view me = regular ? std::string_view(agent_name_) : std::string_view();
   for (auto& up : peers_) {
     peer_state* p = up.get();
     if (p->is_self || p->closed || p->failed.load(std::memory_order_relaxed)) continue;
@@ -253,7 +272,7 @@ void engine::heartbeat() noexcept {
     if (now - p->ping_sent_ns < period || !may_send(p)) continue;
     std::string ping;
     try {
-      ping = wire::encode_ping(uid_, p->token, p->ping_seq + 1, rails_[0]->address);
+      ping = wire::encode_ping(uid_, p->token, p->ping_seq + 1, rails_[0]->address, period_ms, me);
     } catch (...) {
       continue;
     }
@@ -265,10 +284,55 @@ void engine::heartbeat() noexcept {
   }
 }
 
+void engine::watch_sender(reply_to& to, std::string_view name, std::uint64_t uid,
+                          std::uint32_t period_ms, std::int64_t now) noexcept {
+  if (name.empty() || period_ms == 0) {  // pings not regular: their silence says nothing
+    to.silence_ns = 0;
+    return;
+  }
+  try {
+    if (to.name != name) to.name = std::string(name);
+  } catch (...) {
+    to.silence_ns = 0;
+    return;
+  }
+  const bool was_watched = to.silence_ns != 0 && !to.gone && to.uid == uid;
+  to.uid = uid;
+  to.last_ns = now;
+  // this side's peer_timeout, and at least four of the sender's periods
+  to.silence_ns = std::max<std::int64_t>(std::chrono::nanoseconds(cfg_.peer_timeout).count(),
+                                         std::int64_t{4'000'000} * period_ms);
+  if (!was_watched) {
+    if (to.gone) log::info("LIBFABRIC: agent '{}', which sends to this one, is back", to.name);
+    to.gone = false;
+    note_gone(to.name, false);
+  }
+}
+
+void engine::check_senders(std::int64_t now) noexcept {
+  for (auto& [where, to] : reply_addr_) {
+    if (to.silence_ns == 0 || to.gone) continue;
+    const char* why = nullptr;
+    if (to.life && !local_hold(to.life.get()).ok())
+      why = "its backend in this process was destroyed";
+    else if (now - to.last_ns > to.silence_ns)
+      why = "no heartbeat from it within its limit";
+    if (why == nullptr) continue;
+    to.gone = true;
+    log::info("LIBFABRIC: agent '{}', which sent to this one, is gone ({})", to.name, why);
+    note_gone(to.name, true);
+  }
+}
+
+void engine::note_gone(std::string_view name, bool gone) noexcept {
+  if (gone_.note(name, gone) && waker_ != nullptr) waker_->notify();
+}
+
 void engine::mark_failed(peer_state* p, std::string_view why) noexcept {
   if (p->is_self) return;
   if (p->failed.exchange(true, std::memory_order_acq_rel)) return;
   log::warn("LIBFABRIC: peer '{}' failed: {}", p->name, why);
+  if (!p->closed) note_gone(p->name, true);
   // its operations may never complete: they stop keeping the progress thread polling
   slots_.for_each([&](op_slot& s) {
     if (s.peer == p && s.state() != phase::idle) uncount(&s);

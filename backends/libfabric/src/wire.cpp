@@ -122,12 +122,16 @@ std::string encode_header(msg_type t, std::uint64_t uid) {
 }
 
 std::string encode_ping(std::uint64_t uid, std::uint64_t token, std::uint64_t seq,
-                        std::string_view address) {
+                        std::string_view address, std::uint32_t period_ms,
+                        std::string_view sender) {
   nixl::detail::writer w;
   w.raw(encode_header(msg_type::ping, uid));
   w.u64(token);
   w.u64(seq);
   w.bytes(address);
+  w.u32(period_ms);
+  w.u16(static_cast<std::uint16_t>(sender.size()));
+  w.raw(sender);
   return w.take();
 }
 
@@ -165,6 +169,16 @@ std::optional<message> parse_message(std::string_view data, std::size_t max_name
         m.token = in.u64("token");
         m.seq = in.u64("sequence");
         m.address = in.bytes("address", max_address_size);
+        if (in.remaining() > 0) {  // the period and the name (absent from older senders)
+          m.period_ms = in.u32("period");
+          const std::uint16_t n = in.u16("sender length");
+          if (n > max_name) return std::nullopt;
+          m.sender = in.raw("sender", n);
+        }
+        in.finish();
+        return m;
+      case static_cast<std::uint8_t>(msg_type::bye):
+        m.type = msg_type::bye;
         in.finish();
         return m;
       case static_cast<std::uint8_t>(msg_type::pong):

@@ -28,7 +28,9 @@ constexpr std::size_t max_text_size = 256;
 
 /// Message types on rail 0.
 /// `abort`: an abort notice, in the notification's format (docs/error-model.md).
-enum class msg_type : std::uint8_t { notif = 1, ping = 2, pong = 3, abort = 4 };
+/// `bye`: the sender unloaded this agent's metadata and stops its heartbeats here: not an end
+/// (header only).
+enum class msg_type : std::uint8_t { notif = 1, ping = 2, pong = 3, abort = 4, bye = 5 };
 
 /// What a peer's connection info says.
 struct conn_record {
@@ -65,21 +67,24 @@ constexpr std::size_t header_size = 4 + 1 + 1 + 8;
 struct message {
   msg_type type = msg_type::notif;
   std::uint64_t uid = 0;
-  // notif, abort
+  // notif, abort; ping: the sender's agent name (empty from a sender that does not say it)
   std::string_view sender;
   std::string_view text;
   // ping / pong
   std::uint64_t token = 0;
   std::uint64_t seq = 0;
-  std::string_view address;  ///< ping: where to answer
+  std::string_view address;     ///< ping: where to answer
+  std::uint32_t period_ms = 0;  ///< ping: the sender's heartbeat period; 0: not regular
 };
 /// Empty when the bytes are not a message of this format within the limits.
 std::optional<message> parse_message(std::string_view data, std::size_t max_name,
                                      std::size_t max_text) noexcept;
 
 /// Bodies after the header.
+/// A ping: where to answer, then the sender's heartbeat period (0 when its pings are not
+/// regular: no progress thread) and its agent name, by which the receiver watches it.
 std::string encode_ping(std::uint64_t uid, std::uint64_t token, std::uint64_t seq,
-                        std::string_view address);
+                        std::string_view address, std::uint32_t period_ms, std::string_view sender);
 std::string encode_pong(std::uint64_t uid, std::uint64_t token, std::uint64_t seq);
 
 }  // namespace nixl::libfabric::detail::wire

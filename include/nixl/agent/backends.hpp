@@ -31,6 +31,11 @@ agent<Backends...>::agent(std::string name, agent_config cfg)
 template <class... Backends>
 agent<Backends...>::~agent() {
   views_.clear();  // before the peers and regions they point into
+  detail::for_each_type<Backends...>([&]<class B>() {
+    if constexpr (closing_aware_backend<B>) {
+      if (auto& s = slot<B>(); s.engine) s.engine->agent_closing();
+    }
+  });
   peers_.clear();
   detail::for_each_type<Backends...>([&]<class B>() {
     auto& s = slot<B>();

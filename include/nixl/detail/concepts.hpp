@@ -132,6 +132,14 @@ concept watching_backend = backend<B> &&
   noexcept->std::same_as<std::uint64_t>;
 };
 
+/// A backend told when its agent is being destroyed, before the agent unloads its peers (so
+/// that it tells an ending from an invalidation).
+template <class B>
+concept closing_aware_backend = backend<B> && requires(B& b) {
+  { b.agent_closing() }
+  noexcept;
+};
+
 /// A remote backend that tells which incarnation of an agent (e.g. which process) connection
 /// info comes from, so that new connection info under a loaded name reads as a restart.
 template <class B>

@@ -254,3 +254,54 @@ TEST_CASE("libfabric agents: request::wait and wait_notifications end with the t
   CHECK(clk::now() - t1 >= 100ms);
   CHECK(clk::now() - t1 < 100ms + 500ms);
 }
+
+TEST_CASE("libfabric agents: a target learns that an agent which only sent to it is gone") {
+  // The target never loads the initiator's metadata: it watches the initiator by the heartbeats
+  // it receives (docs/libfabric.md, "Agents found gone"). An invalidation is not an end: the
+  // initiator says bye; its destruction is one.
+  using namespace std::chrono_literals;
+  using clk = std::chrono::steady_clock;
+  LF_EACH_PROVIDER(prov, params);
+  const std::size_t n = 1 << 16;
+  buffer ib(n), tb(n);
+  auto init = std::make_unique<lf_agent>("initiator");
+  lf_agent tgt{"target"};
+  init->create_backend<nixl::libfabric::backend>(params);
+  tgt.create_backend<nixl::libfabric::backend>(params);
+  init->register_memory(nixl::reg_list<nixl::dram_t>{{{ib.addr(), n, 0}, ""}});
+  tgt.register_memory(nixl::reg_list<nixl::dram_t>{{{tb.addr(), n, 0}, ""}});
+  const std::string tgt_md = tgt.local_metadata();
+  const auto transfer = [&](const std::string& note) {
+    auto r = init->create_request(xfer_op::write, blocks(ib.addr(), 1, n), blocks(tb.addr(), 1, n),
+                                  "target", {.notif = note});
+    REQUIRE(r.post() != status::backend);
+    REQUIRE(wait(r) == status::success);
+    REQUIRE(wait_notifs(tgt, "initiator", 1) == std::vector<std::string>{note});
+  };
+  init->load_remote_metadata(tgt_md);
+  transfer("first");
+  // several heartbeat periods: the target watches the initiator, alive
+  std::this_thread::sleep_for(500ms);
+  CHECK(tgt.gone_agents().empty());
+
+  // unloaded: the heartbeats stop with a bye; past the silence limit it is not gone
+  init->invalidate_remote_metadata("target");
+  std::this_thread::sleep_for(lf_test::peer_timeout + 800ms);
+  CHECK(tgt.gone_agents().empty());
+
+  // loaded again and destroyed: gone, and a waiting target wakes
+  init->load_remote_metadata(tgt_md);
+  transfer("second");
+  std::this_thread::sleep_for(300ms);  // a few pings: watched again
+  REQUIRE(tgt.gone_agents().empty());
+  init.reset();
+  const auto t0 = clk::now();
+  nixl::notif_map notifs, aborts;
+  std::vector<std::string> gone;
+  while (gone.empty() && clk::now() - t0 < 10s) {
+    tgt.wait_notifications(notifs, aborts, 1s);
+    gone = tgt.gone_agents();
+  }
+  CHECK(gone == std::vector<std::string>{"initiator"});
+  CHECK(clk::now() - t0 < lf_test::peer_timeout + 1s);
+}

@@ -145,6 +145,15 @@ class backend {
   /// Appends the abort notices received so far: the notifications of peers' requests that
   /// ended without success (sent instead of the notification once every write completed).
   void take_aborts(notif_map& out);
+  /// Appends the names of the agents found gone: loaded peers that failed, and agents that
+  /// sent heartbeats to this one from their progress thread and fell silent for
+  /// max(peer_timeout_ms, 4 of their periods), across hosts too (docs/libfabric.md); each until
+  /// that name comes back. `gone_events` counts the findings, for waits.
+  void gone_agents(std::vector<std::string>& out);
+  std::uint64_t gone_events() const noexcept;
+  /// Called by the agent as it is destroyed: unloading its peers then tells them nothing (they
+  /// are to find it gone), where an invalidation tells the peer that the heartbeats stop.
+  void agent_closing() noexcept;
 
   /// One pass over completions, pending posts and heartbeats; for users without the progress
   /// thread. The target of a transfer must progress: libfabric's tcp and shm providers move
@@ -205,6 +214,7 @@ inline status backend::peek(const request& r) const noexcept {
 
 static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
               nixl::aborting_backend<backend>);
+static_assert(nixl::watching_backend<backend> && nixl::closing_aware_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 
 }  // namespace nixl::libfabric

@@ -28,6 +28,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/completion.hpp>
 #include <nixl/detail/event_fd.hpp>
+#include <nixl/detail/gone_record.hpp>
 #include <nixl/detail/notif_inbox.hpp>
 #include <nixl/detail/recycled.hpp>
 #include <nixl/detail/unique_fd.hpp>
@@ -151,7 +152,7 @@ struct peer_state {
   std::atomic<bool> contact{false};
   std::int64_t contact_deadline_ns = 0;
   bool is_self = false;
-  bool closed = false;
+  std::atomic<bool> closed{false};  ///< unloaded (set under the engine's peers mutex)
   /// When the peer last showed it lives: a heartbeat answer, or an operation to it that
   /// completed (under load its queue may hold the pings back while the data flows).
   std::atomic<std::int64_t> last_seen_ns{0};
@@ -247,6 +248,14 @@ class engine {
   void notify(peer_state* p, std::string_view msg);
   void take_notifications(notif_map& out);
   void take_aborts(notif_map& out);
+  /// Appends the names of the agents found gone: loaded peers found dead, and agents that
+  /// sent heartbeats to this one from a progress thread and fell silent (docs/libfabric.md,
+  /// "Agents found gone"); each until that name comes back. `gone_events` counts the findings.
+  void gone_agents(std::vector<std::string>& out);
+  std::uint64_t gone_events() const noexcept { return gone_.events(); }
+  /// The agent is being destroyed: the unloads that follow are its teardown (no `bye`: its
+  /// peers are to learn that it is gone).
+  void agent_closing() noexcept { closing_.store(true, std::memory_order_release); }
 
   op_slot* acquire_slot();
   void release_slot(op_slot* s) noexcept;
@@ -277,6 +286,8 @@ class engine {
   /// True when this agent may send to `p` now (see `peer_state::contact`).
   bool may_send(peer_state* p) noexcept;
   static constexpr std::size_t max_name_size = 1024;
+  /// Addresses that pinged this agent, answered and watched, at most.
+  static constexpr std::size_t max_senders = 4096;
   static constexpr std::size_t header_size = 32;  ///< room for a message header and name length
 
  private:
@@ -357,10 +368,24 @@ class engine {
   std::vector<std::unique_ptr<peer_state>> peers_;  // retired peers stay until destruction
   peer_state* self_ = nullptr;
   /// Where heartbeats come from (rail 0), and the sender's life when it is of this process.
+  /// A sender whose pings are regular is watched: silent for `silence_ns`, it is gone.
   struct reply_to {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     std::shared_ptr<local_life> life;
+    std::string name;             ///< the sender's agent name (empty: not watched)
+    std::uint64_t uid = 0;        ///< the sender backend's identity
+    std::int64_t last_ns = 0;     ///< its last ping
+    std::int64_t silence_ns = 0;  ///< 0: not watched (irregular pings, or it said bye)
+    bool gone = false;
   };
+  /// Watches the sender of a ping: agent `name`, backend `uid`, pinging every `period_ms`
+  /// (0: not regularly). Under peers_mu_.
+  void watch_sender(reply_to& to, std::string_view name, std::uint64_t uid, std::uint32_t period_ms,
+                    std::int64_t now) noexcept;
+  /// Senders silent past their limit, or of this process and destroyed, are gone (under
+  /// peers_mu_).
+  void check_senders(std::int64_t now) noexcept;
+  void note_gone(std::string_view name, bool gone) noexcept;
   std::map<std::string, reply_to, std::less<>> reply_addr_;
   std::int64_t next_heartbeat_ns_ = 0;
   std::atomic<int> awaiting_contact_{0};  ///< peers not yet heard from that wait for it
@@ -376,7 +401,9 @@ class engine {
   std::mutex deferred_mu_;
   std::vector<fid_mr*> deferred_;
 
-  nixl::detail::notif_inbox inbox_;  ///< notifications and abort notices received
+  nixl::detail::notif_inbox inbox_;   ///< notifications and abort notices received
+  nixl::detail::gone_record gone_;    ///< agents found gone (gone_agents)
+  std::atomic<bool> closing_{false};  ///< agent_closing() was called
 
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::event_fd wake_fd_;

@@ -118,6 +118,11 @@ class nixlAgent {
   /// messages of its transfers that ended without success; docs/error-model.md).
   nixl_status_t getAbortedNotifs(nixl_notifs_t& notif_map,
                                  const nixl_opt_args_t* extra_params = nullptr);
+  /// nixl-cpp's own (docs/error-model.md, "Agents found gone"): replaces `agents` with the
+  /// names of the agents found gone (loaded peers, and agents that only sent to this one), each
+  /// until that name comes back; left as it was on failure.
+  nixl_status_t getGoneAgents(std::vector<std::string>& agents,
+                              const nixl_opt_args_t* extra_params = nullptr);
   /// nixl-cpp's own: sleeps until notifications arrive and appends them (NIXL_SUCCESS), or
   /// answers NIXL_IN_PROG when `timeout` passed first.
   nixl_status_t waitNotifs(nixl_notifs_t& notif_map, std::chrono::microseconds timeout,

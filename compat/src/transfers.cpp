@@ -238,6 +238,12 @@ nixl_status_t nixlAgent::getAbortedNotifs(nixl_notifs_t& notif_map,
   });
 }
 
+nixl_status_t nixlAgent::getGoneAgents(std::vector<std::string>& agents,
+                                       const nixl_opt_args_t* extra_params) {
+  return guarded("getGoneAgents",
+                 [&] { agents = data->agent().gone_agents(data->options(extra_params)); });
+}
+
 nixl_status_t nixlAgent::waitNotifs(nixl_notifs_t& notif_map, std::chrono::microseconds timeout,
                                     const nixl_opt_args_t* extra_params) {
   bool got = false;

@@ -546,7 +546,24 @@ static void test_agents(void) {
   nixl_capi_destroy_opt_args(with);
   nixl_capi_destroy_backend(bi);
   nixl_capi_destroy_backend(bt);
+  /* nixl-cpp's own: the target loaded the initiator; once the initiator is destroyed, the
+   * target finds it gone (within 10 s here; at once in practice: same process). */
+  nixl_capi_string_list_t gone = NULL;
+  size_t n_gone = 1;
+  REQUIRE(nixl_capi_get_gone_agents(tgt, &gone, NULL) == NIXL_CAPI_SUCCESS);
+  CHECK(nixl_capi_string_list_size(gone, &n_gone) == NIXL_CAPI_SUCCESS && n_gone == 0);
+  nixl_capi_destroy_string_list(gone);
+  CHECK(nixl_capi_get_gone_agents(NULL, &gone, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
+  CHECK(nixl_capi_get_gone_agents(tgt, NULL, NULL) == NIXL_CAPI_ERROR_INVALID_PARAM);
   CHECK(nixl_capi_destroy_agent(ini) == NIXL_CAPI_SUCCESS);
+  int found = 0;
+  for (const double end = now_s() + 10; !found && now_s() < end; usleep(1000)) {
+    gone = NULL;
+    REQUIRE(nixl_capi_get_gone_agents(tgt, &gone, NULL) == NIXL_CAPI_SUCCESS);
+    found = has_string(gone, "c-init");
+    nixl_capi_destroy_string_list(gone);
+  }
+  CHECK(found);
   CHECK(nixl_capi_destroy_agent(tgt) == NIXL_CAPI_SUCCESS);
   free(src);
   free(dst);

@@ -306,6 +306,10 @@ TEST_CASE("compat: waitXferReq, waitNotifs and the event fd (nixl-cpp's own)", "
   CHECK(p.a.waitXferReq(nullptr, std::chrono::seconds(0)) == NIXL_ERR_INVALID_PARAM);
   CHECK(p.a.peekXferReq(nullptr) == NIXL_ERR_INVALID_PARAM);
   CHECK(p.a.releaseXferReq(req) == NIXL_SUCCESS);
+  // nixl-cpp's own: no agent is gone (the list is replaced; capi_test sees one found gone)
+  std::vector<std::string> gone{"stale"};
+  CHECK(p.b.getGoneAgents(gone) == NIXL_SUCCESS);
+  CHECK(gone.empty());
 }
 
 TEST_CASE("compat: xferStallTimeout ends a stalled request with NIXL_ERR_XFER_STALLED",

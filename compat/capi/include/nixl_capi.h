@@ -273,6 +273,12 @@ nixl_capi_status_t nixl_capi_get_notifs(nixl_capi_agent_t agent, nixl_capi_notif
 nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent_t agent,
                                                 nixl_capi_notif_map_t notif_map,
                                                 nixl_capi_opt_args_t opt_args);
+/* nixl-cpp's own (docs/error-model.md, "Agents found gone"): a new list of the names of the
+ * agents found gone, each until that name comes back; free it with
+ * nixl_capi_destroy_string_list. */
+nixl_capi_status_t nixl_capi_get_gone_agents(nixl_capi_agent_t agent,
+                                             nixl_capi_string_list_t* agents,
+                                             nixl_capi_opt_args_t opt_args);
 /* nixl-cpp's own: sleeps until notifications arrive and appends them (NIXL_CAPI_SUCCESS), or
  * answers NIXL_CAPI_IN_PROG once timeout_us passed. */
 nixl_capi_status_t nixl_capi_wait_notifs(nixl_capi_agent_t agent, nixl_capi_notif_map_t notif_map,

@@ -914,6 +914,19 @@ NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_aborted_notifs(nixl_capi_agent
   return guard([&] { return map(agent->inner->getAbortedNotifs(notif_map->map, opt(opt_args))); });
 }
 
+NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_get_gone_agents(nixl_capi_agent_t agent,
+                                                              nixl_capi_string_list_t* agents,
+                                                              nixl_capi_opt_args_t opt_args) {
+  if (agent == nullptr || agents == nullptr) return bad;
+  return guard([&] {
+    auto l = std::make_unique<nixl_capi_string_list_s>();
+    const nixl_status_t st = agent->inner->getGoneAgents(l->strings, opt(opt_args));
+    if (st != NIXL_SUCCESS) return map(st);
+    *agents = l.release();
+    return ok;
+  });
+}
+
 NIXL_CAPI_EXPORT nixl_capi_status_t nixl_capi_wait_notifs(nixl_capi_agent_t agent,
                                                           nixl_capi_notif_map_t notif_map,
                                                           int64_t timeout_us,

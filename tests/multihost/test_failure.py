@@ -18,12 +18,13 @@ def test_peer_dies_mid_transfer(sandbox, kind, how):
     peer_dies_mid_transfer(sb, nodes, how, size)
 
 
-def test_a_waiting_target_learns_that_its_initiator_died(sandbox, kind):
+@pytest.mark.parametrize("target_loads", [True, False], ids=["loaded", "never-loaded"])
+def test_a_waiting_target_learns_that_its_initiator_died(sandbox, kind, target_loads):
     # The decode side of a disaggregated server on its own host waits for the prefill's next
     # transfer; the prefill's process dies. The wait ends with ERR within 3 s instead of at its
-    # deadline. Across hosts the target watches the initiators whose metadata it loaded (an
-    # agent of its own host it watches without: tests/backends/ucx/process_test.cpp).
+    # deadline: the target watches an initiator whose metadata it loaded as a peer, and one it
+    # never loaded by the beats the initiator's progress thread sends (docs/ucx.md).
     sb = sandbox(2)
     s = sb.node(0, kind, "mh-s", listen=True, listen_address=sb.addr(0))
     t = sb.node(1, kind, "mh-t", listen=True, listen_address=sb.addr(1))
-    target_learns_initiator_died(sb, s, t, target_loads=True)
+    target_learns_initiator_died(sb, s, t, target_loads=target_loads)

@@ -201,11 +201,9 @@ engine::engine(const config& cfg, const backend_context& bctx)
     workers_.emplace_back(w);
 
     const std::pair<unsigned, ucp_am_recv_callback_t> handlers[] = {
-        {notif_am_id, &engine::on_notif},
-        {abort_am_id, &engine::on_abort},
-        {copy_am_id, &engine::on_copy},
-        {ack_am_id, &engine::on_copy_ack},
-        {hello_am_id, &engine::on_hello}};
+        {notif_am_id, &engine::on_notif}, {abort_am_id, &engine::on_abort},
+        {copy_am_id, &engine::on_copy},   {ack_am_id, &engine::on_copy_ack},
+        {hello_am_id, &engine::on_hello}, {beat_am_id, &engine::on_beat}};
     ucp_am_handler_param_t ap{};
     ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;

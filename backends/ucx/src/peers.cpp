@@ -318,6 +318,114 @@ void engine::add_pidfd_watch(peer_state* p) noexcept {
     log::warn("UCX: cannot watch the process of '{}': {}", p->name, std::strerror(errno));
 }
 
+void engine::send_beat(peer_state* p, std::uint32_t period_ms) noexcept {
+  // as a post of the progress thread: not once its endpoints are closing (close_eps)
+  p->handed_posting.fetch_add(1, std::memory_order_seq_cst);
+  if (!p->no_posts.load(std::memory_order_seq_cst) && !p->failed.load(std::memory_order_acquire)) {
+    try {
+      auto msg = std::make_unique<std::string>(notif_prefix_);
+      const char b[4] = {static_cast<char>(period_ms), static_cast<char>(period_ms >> 8),
+                         static_cast<char>(period_ms >> 16), static_cast<char>(period_ms >> 24)};
+      msg->append(b, sizeof b);
+      ucs_status_t st = UCS_OK;
+      if (send_owned(p->eps[0], beat_am_id, msg, st) &&
+          std::this_thread::get_id() != thread_.get_id())
+        kick(0);
+    } catch (...) {  // out of memory: this one is not sent
+    }
+  }
+  p->handed_posting.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void engine::send_beats(std::int64_t now) noexcept {
+  if (now < next_beat_ns_) return;
+  // the thread's longest sleep may exceed the period: the beats then go that often
+  const std::int64_t every = beat_every_ns();
+  next_beat_ns_ = now + every;
+  std::vector<peer_state*> to;
+  try {
+    std::lock_guard lk(peers_mu_);
+    for (auto& up : peers_)
+      if (up->beats && !up->closed && !up->failed.load(std::memory_order_relaxed))
+        to.push_back(up.get());
+  } catch (...) {
+    return;
+  }
+  // peer states stay until the engine goes: the pointers outlive the lock
+  for (peer_state* p : to) send_beat(p, static_cast<std::uint32_t>(every / 1'000'000));
+}
+
+ucs_status_t engine::on_beat(void* arg, const void*, std::size_t, void* data, std::size_t len,
+                             const ucp_am_recv_param_t* param) noexcept {
+  auto* e = static_cast<engine*>(arg);
+  const auto got = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || len > max_name_size + 64
+                       ? std::nullopt
+                       : wire::parse_notif(std::string_view(static_cast<const char*>(data), len),
+                                           max_name_size, 4);
+  if (!got || got->message.size() != 4) {
+    log::warn("UCX: dropped a beat message of {} bytes (not from a NIXL UCX agent)", len);
+    return UCS_OK;
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(got->message.data());
+  e->note_beat(got->sender,
+               static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+                   static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24);
+  return UCS_OK;
+}
+
+void engine::note_beat(std::string_view name, std::uint32_t period_ms) noexcept {
+  bool back = false, was_gone = false;
+  try {
+    std::lock_guard lk(beats_mu_);
+    auto it = beats_.find(name);
+    if (period_ms == 0) {  // a bye
+      if (it != beats_.end()) {
+        log::debug("UCX: '{}' unloaded this agent; no longer watched", name);
+        beats_.erase(it);
+      }
+      return;
+    }
+    if (it == beats_.end()) {
+      if (beats_.size() >= max_senders) return;
+      it = beats_.emplace(std::string(name), beat_watch{}).first;
+      back = true;
+    }
+    beat_watch& w = it->second;
+    w.last_ns = now_ns();
+    w.silence_ns = std::max<std::int64_t>(std::chrono::nanoseconds(beat_silence).count(),
+                                          std::int64_t{4'000'000} * period_ms);
+    if (w.gone) back = was_gone = true;
+    w.gone = false;
+  } catch (...) {  // out of memory: not watched
+    return;
+  }
+  if (was_gone) log::info("UCX: agent '{}', which sends to this one, is back", name);
+  if (back) note_gone(name, false);
+}
+
+void engine::judge_beats(std::int64_t now) noexcept {
+  std::vector<std::string> found;
+  try {
+    std::lock_guard lk(beats_mu_);
+    const std::int64_t gap = last_judge_ns_ == 0 ? 0 : now - last_judge_ns_;
+    last_judge_ns_ = now;
+    const std::int64_t period = beat_every_ns();
+    for (auto& [name, w] : beats_) {
+      if (gap > period) w.last_ns = std::min(w.last_ns + gap, now);  // this side did not run
+      if (w.gone || now - w.last_ns <= w.silence_ns) continue;
+      w.gone = true;
+      found.push_back(name);
+    }
+  } catch (...) {  // out of memory: judged at the next pass
+    return;
+  }
+  for (const std::string& name : found) {
+    log::info("UCX: agent '{}', which sent to this one, is gone (no beat from it within {} ms)",
+              name, beat_silence.count());
+    note_gone(name, true);
+  }
+}
+
 void engine::note_gone(std::string_view name, bool gone) noexcept {
   if (gone_.note(name, gone) && waker_ != nullptr) waker_->notify();
 }
@@ -442,6 +550,10 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
     }
   }
 
+  // Across hosts the peer watches this agent by the beats of its progress thread (send_beats).
+  p->beats = cfg_.error_handling != error_mode::none && !same_host && thread_.joinable() &&
+             !p->eps.empty();
+
   peer_state* raw = p.get();
   std::lock_guard lk(peers_mu_);
   add_pidfd_watch(raw);
@@ -519,6 +631,9 @@ void engine::close_eps(peer_state* p) noexcept {
 
 void engine::unload_peer(peer_state* p) noexcept {
   if (p == nullptr || p->is_self || p->closed) return;
+  // A bye: the peer stops watching this agent rather than take the silence for an end. Not when
+  // the agent itself ends (its peers are to learn that). Flushed with the endpoints below.
+  if (p->beats && !closing_.load(std::memory_order_acquire)) send_beat(p, 0);
   {
     std::lock_guard lk(peers_mu_);
     if (p->pidfd >= 0) {
@@ -745,6 +860,10 @@ void backend::take_aborts(notif_map& out) {
 
 void backend::gone_agents(std::vector<std::string>& out) {
   eng_->gone_agents(out);
+}
+
+void backend::agent_closing() noexcept {
+  eng_->agent_closing();
 }
 
 std::uint64_t backend::gone_events() const noexcept {

@@ -135,6 +135,8 @@ void engine::run() noexcept {
       last_local_check = t;
       check_local_peers();
       reap_served(false);  // copies run for peers: their mappings go back once they ended
+      send_beats(t);
+      judge_beats(t);
     }
     adopt_senders();
     for (int i = 0; i < n; ++i) {
@@ -189,6 +191,7 @@ void engine::progress_all() noexcept {
   }
   if (!thread_.joinable()) {
     adopt_senders();
+    judge_beats(now_ns());
     std::vector<peer_state*> watched;
     {
       std::lock_guard lk(peers_mu_);

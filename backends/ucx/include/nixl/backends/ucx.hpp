@@ -266,6 +266,10 @@ class backend {
   /// the findings.
   void gone_agents(std::vector<std::string>& out);
   std::uint64_t gone_events() const noexcept;
+  /// Called by the agent as it is destroyed: unloading its peers then tells them nothing (they
+  /// are to find it gone), where an invalidation tells a peer of another host that the beats
+  /// stop.
+  void agent_closing() noexcept;
 
   /// Progresses every worker once and checks watched peers; for users who run without the
   /// progress thread. The target of a transfer must progress: UCX 1.13 emulates put/get on
@@ -416,7 +420,8 @@ inline status backend::peek(const request& r) const noexcept {
 }
 
 static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
-              nixl::aborting_backend<backend> && nixl::watching_backend<backend>);
+              nixl::aborting_backend<backend> && nixl::watching_backend<backend> &&
+              nixl::closing_aware_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::estimating_backend<backend> &&
               nixl::connecting_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 static_assert(nixl::backend_for<backend, nixl::vram_t, nixl::vram_t> == (NIXL_UCX_WITH_CUDA != 0));

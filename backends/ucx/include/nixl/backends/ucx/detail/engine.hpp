@@ -4,6 +4,7 @@
 /// concern in src/ (context, config, wire, progress, registration, peers, transfer); the few
 /// members the hot path needs are inline here.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -130,6 +131,8 @@ struct peer_state {
   /// instead of emulating them with active messages. Null otherwise.
   ucp_ep_h watch_ep = nullptr;
   bool is_self = false;
+  /// Sent beats by the progress thread: on another host, watched (error mode not `none`).
+  bool beats = false;
   /// Not loaded by the application: an agent that only sent to this one (its hello message),
   /// watched so that its end is known (engine::gone_agents). No data endpoints.
   bool sender_only = false;
@@ -236,6 +239,9 @@ class engine {
   /// says hello). `gone_events` counts the findings, for waits.
   void gone_agents(std::vector<std::string>& out);
   std::uint64_t gone_events() const noexcept { return gone_.events(); }
+  /// The agent is being destroyed: unloading its peers then sends no bye (they are to find it
+  /// gone).
+  void agent_closing() noexcept { closing_.store(true, std::memory_order_release); }
   /// Tells `p` that a request which carried notification `msg` (`prefixed`: already with this
   /// agent's prefix, as a slot holds it) ended without success: an abort notice on `ep`. Best
   /// effort and never blocks; nothing is sent to a peer that failed.
@@ -392,6 +398,14 @@ class engine {
   /// sender's connection info (one worker address) as the message. The receiver watches the
   /// sender (docs/ucx.md, "Agents that only sent to this one").
   static constexpr unsigned hello_am_id = 0x48;
+  /// 'B': a beat, sent every `beat_period` by the progress thread to each loaded peer of another
+  /// host: the notification format, the sender's beat period in ms (u32) as the message; period
+  /// 0 is a bye (the sender unloaded the receiver). The receiver watches the sender by them
+  /// (docs/ucx.md, "Agents that only sent to this one").
+  static constexpr unsigned beat_am_id = 0x42;
+  static constexpr std::chrono::milliseconds beat_period{250};
+  /// A sender unheard of for max(beat_silence, 4 of its periods) is gone.
+  static constexpr std::chrono::milliseconds beat_silence{2000};
   /// Agents watched that only sent to this one, at most; hellos queued for the progress pass.
   static constexpr std::size_t max_senders = 4096;
   static constexpr std::size_t max_hellos_queued = 1024;
@@ -472,6 +486,21 @@ class engine {
   /// callback).
   void adopt_senders() noexcept;
   void watch_sender(std::string_view hello);
+  static ucs_status_t on_beat(void* arg, const void* header, std::size_t header_len, void* data,
+                              std::size_t len, const ucp_am_recv_param_t* param) noexcept;
+  /// A beat (or, `period_ms` 0, a bye) of agent `name` arrived.
+  void note_beat(std::string_view name, std::uint32_t period_ms) noexcept;
+  /// The progress thread's beats to the peers of other hosts, every beat_period.
+  void send_beats(std::int64_t now) noexcept;
+  /// Senders of beats silent past their limit are gone (time in which this side did not judge,
+  /// its thread or process not running, counts against none).
+  void judge_beats(std::int64_t now) noexcept;
+  void send_beat(peer_state* p, std::uint32_t period_ms) noexcept;
+  /// How often beats go: beat_period, or the progress thread's longest sleep when longer.
+  std::int64_t beat_every_ns() const noexcept {
+    return std::max<std::int64_t>(std::chrono::nanoseconds(beat_period).count(),
+                                  std::int64_t{timeout_ms_} * 1'000'000);
+  }
   /// How `p` is watched: another agent of this process by its backend's liveness; a process of
   /// this host by a pidfd (false when pidfd_open failed otherwise than for a process gone); the
   /// endpoint of worker 0 in UCX's peer error mode that only watches.
@@ -538,6 +567,17 @@ class engine {
   std::atomic<bool> hellos_pending_{false};
   nixl::detail::gone_record gone_;  ///< agents found gone (gone_agents)
   std::atomic<bool> senders_full_logged_{false};
+  std::atomic<bool> closing_{false};  ///< agent_closing() was called
+  std::int64_t next_beat_ns_ = 0;     ///< progress thread only
+  /// Agents that send beats to this one: when each was last heard, its limit, found gone.
+  struct beat_watch {
+    std::int64_t last_ns = 0;
+    std::int64_t silence_ns = 0;
+    bool gone = false;
+  };
+  std::mutex beats_mu_;
+  std::map<std::string, beat_watch, std::less<>> beats_;
+  std::int64_t last_judge_ns_ = 0;  ///< under beats_mu_
 
   std::mutex alloc_mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, ucp_mem_h>> allocs_;

@@ -383,6 +383,19 @@ def meet_through_etcd(nodes):
         x.ok(f"WAITMD {a.name} absent 5000")
 
 
+def target_keeps_initiator_that_forgot_it(sb, s, t):
+    """Initiator `s` writes to target `t` (which never loads `s`), then drops `t`'s metadata: it
+    says bye, and `t`, waiting for longer than the silence that marks an end, does not take
+    `s` for gone."""
+    connect(s, t, sb)
+    s.ok("FILL 5")
+    assert s.ok(f"XFER WRITE {t.name} {t.addr} {MIB} 1 first")[0] == "NIXL_SUCCESS"
+    assert t.ok(f"WAITREMOTE {s.name} first 10000")[0] == "DONE"
+    assert t.ok(f"WAITREMOTE {s.name} kv 500")[0] == "PROC"  # watched by now
+    s.ok(f"FORGET {t.name}")
+    assert t.ok(f"WAITREMOTE {s.name} kv 3500")[0] == "PROC", t.stderr()
+
+
 def target_learns_initiator_died(sb, s, t, target_loads):
     """Initiator `s` writes to target `t` (which loads `s`'s metadata when `target_loads`); `t`
     waits for the next transfer and `s` is SIGKILLed: the wait ends with ERR within 3 s."""
@@ -392,7 +405,7 @@ def target_learns_initiator_died(sb, s, t, target_loads):
     s.ok("FILL 5")
     assert s.ok(f"XFER WRITE {t.name} {t.addr} {MIB} 1 first")[0] == "NIXL_SUCCESS"
     assert t.ok(f"WAITREMOTE {s.name} first 10000")[0] == "DONE"
-    assert t.ok(f"WAITREMOTE {s.name} kv 500")[0] == "PROC"
+    assert t.ok(f"WAITREMOTE {s.name} kv 200")[0] == "PROC"
     t_kill = s.kill()
     st, _ = t.ok(f"WAITREMOTE {s.name} kv 20000")
     took = time.monotonic() - t_kill

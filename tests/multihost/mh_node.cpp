@@ -293,6 +293,12 @@ struct node {
       x->fetch_remote_metadata(name, nixl::metadata::target::peer(ip, port)).get();
       return wait_md(name, true, ms) ? "OK" : "ERR not loaded";
     }
+    if (c == "FORGET") {  // drops a loaded peer's metadata (invalidate_remote_metadata)
+      std::string name;
+      in >> name;
+      a->invalidate_remote_metadata(name);
+      return "OK";
+    }
     if (c == "SEND" || c == "INVAL") {
       std::string ip;
       int port;

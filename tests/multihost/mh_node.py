@@ -173,6 +173,9 @@ class Node:
             self.agent.fetch_remote_metadata(words[1], words[2], int(words[3]))
             ms = int(words[4]) if len(words) > 4 else 10000
             return "OK" if self.wait_md(words[1], True, ms) else "ERR not loaded"
+        if c == "FORGET":
+            self.agent.remove_remote_agent(words[1])
+            return "OK"
         if c == "SEND":
             self.agent.send_local_metadata(words[1], int(words[2]))
             return "OK"

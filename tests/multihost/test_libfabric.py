@@ -10,7 +10,7 @@ import pytest
 
 from conftest import MIB, connect, connect_all, lf_env, meet_through_etcd, move_points
 from conftest import peer_dies_mid_transfer, restart_under_same_name
-from conftest import target_learns_initiator_died
+from conftest import target_keeps_initiator_that_forgot_it, target_learns_initiator_died
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("NIXL_MH_LIBFABRIC"),
@@ -58,6 +58,13 @@ def test_lf_a_target_learns_that_an_initiator_it_never_loaded_died(sandbox, kind
     s = start(sb, kind, 0, name="lf-s")
     t = start(sb, kind, 1, name="lf-t")
     target_learns_initiator_died(sb, s, t, target_loads=False)
+
+
+def test_lf_an_initiator_that_unloads_its_target_is_not_gone(sandbox, kind):
+    # Dropping the target's metadata stops the heartbeats with a bye: not an end.
+    sb = sandbox(2)
+    target_keeps_initiator_that_forgot_it(sb, start(sb, kind, 0, name="lf-s"),
+                                          start(sb, kind, 1, name="lf-t"))
 
 
 @pytest.mark.parametrize("leave", ["graceful", "crash"])

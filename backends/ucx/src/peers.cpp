@@ -553,6 +553,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   // Across hosts the peer watches this agent by the beats of its progress thread (send_beats).
   p->beats = cfg_.error_handling != error_mode::none && !same_host && thread_.joinable() &&
              !p->eps.empty();
+  if (p->beats) send_beat(p.get(), static_cast<std::uint32_t>(beat_every_ns() / 1'000'000));
 
   peer_state* raw = p.get();
   std::lock_guard lk(peers_mu_);

@@ -404,7 +404,7 @@ void engine::note_beat(std::string_view name, std::uint32_t period_ms) noexcept 
 }
 
 void engine::judge_beats(std::int64_t now) noexcept {
-  std::vector<std::string> found;
+  std::vector<std::pair<std::string, std::int64_t>> found;  // name, its limit
   try {
     std::lock_guard lk(beats_mu_);
     const std::int64_t gap = last_judge_ns_ == 0 ? 0 : now - last_judge_ns_;
@@ -414,14 +414,14 @@ void engine::judge_beats(std::int64_t now) noexcept {
       if (gap > period) w.last_ns = std::min(w.last_ns + gap, now);  // this side did not run
       if (w.gone || now - w.last_ns <= w.silence_ns) continue;
       w.gone = true;
-      found.push_back(name);
+      found.emplace_back(name, w.silence_ns);
     }
   } catch (...) {  // out of memory: judged at the next pass
     return;
   }
-  for (const std::string& name : found) {
+  for (const auto& [name, limit] : found) {
     log::info("UCX: agent '{}', which sent to this one, is gone (no beat from it within {} ms)",
-              name, beat_silence.count());
+              name, limit / 1'000'000);
     note_gone(name, true);
   }
 }

@@ -323,10 +323,7 @@ void engine::send_beat(peer_state* p, std::uint32_t period_ms) noexcept {
   p->handed_posting.fetch_add(1, std::memory_order_seq_cst);
   if (!p->no_posts.load(std::memory_order_seq_cst) && !p->failed.load(std::memory_order_acquire)) {
     try {
-      auto msg = std::make_unique<std::string>(notif_prefix_);
-      const char b[4] = {static_cast<char>(period_ms), static_cast<char>(period_ms >> 8),
-                         static_cast<char>(period_ms >> 16), static_cast<char>(period_ms >> 24)};
-      msg->append(b, sizeof b);
+      auto msg = std::make_unique<std::string>(wire::encode_beat(notif_prefix_, period_ms));
       ucs_status_t st = UCS_OK;
       if (send_owned(p->eps[0], beat_am_id, msg, st) &&
           std::this_thread::get_id() != thread_.get_id())
@@ -358,18 +355,15 @@ void engine::send_beats(std::int64_t now) noexcept {
 ucs_status_t engine::on_beat(void* arg, const void*, std::size_t, void* data, std::size_t len,
                              const ucp_am_recv_param_t* param) noexcept {
   auto* e = static_cast<engine*>(arg);
-  const auto got = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || len > max_name_size + 64
-                       ? std::nullopt
-                       : wire::parse_notif(std::string_view(static_cast<const char*>(data), len),
-                                           max_name_size, 4);
-  if (!got || got->message.size() != 4) {
+  const auto got =
+      (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0
+          ? std::nullopt
+          : wire::parse_beat(std::string_view(static_cast<const char*>(data), len), max_name_size);
+  if (!got) {
     log::warn("UCX: dropped a beat message of {} bytes (not from a NIXL UCX agent)", len);
     return UCS_OK;
   }
-  const auto* b = reinterpret_cast<const unsigned char*>(got->message.data());
-  e->note_beat(got->sender,
-               static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
-                   static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24);
+  e->note_beat(got->sender, got->period_ms);
   return UCS_OK;
 }
 

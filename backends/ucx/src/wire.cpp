@@ -228,6 +228,26 @@ std::string notif_prefix(std::string_view agent) {
   return w.take();
 }
 
+std::string encode_beat(std::string_view prefix, std::uint32_t period_ms) {
+  nixl::detail::writer w;
+  w.raw(prefix);
+  w.u32(period_ms);
+  return w.take();
+}
+
+std::optional<beat_record> parse_beat(std::string_view data, std::size_t max_name) noexcept {
+  const auto n = parse_notif(data, max_name, 4);
+  if (!n) return std::nullopt;
+  try {
+    nixl::detail::reader in(n->message, "UCX beat");
+    beat_record b{n->sender, in.u32("period")};
+    in.finish();
+    return b;
+  } catch (...) {
+    return std::nullopt;  // not four bytes
+  }
+}
+
 std::optional<notif_record> parse_notif(std::string_view data, std::size_t max_name,
                                         std::size_t max_message) noexcept {
   try {

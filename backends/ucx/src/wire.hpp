@@ -110,4 +110,14 @@ struct notif_record {
 std::optional<notif_record> parse_notif(std::string_view data, std::size_t max_name,
                                         std::size_t max_message) noexcept;
 
+/// A beat (engine::beat_am_id): the notification format, the sender's beat period in ms (u32)
+/// as the message; period 0 is a bye. `prefix`: the sender's notif_prefix.
+std::string encode_beat(std::string_view prefix, std::uint32_t period_ms);
+struct beat_record {
+  std::string_view sender;
+  std::uint32_t period_ms = 0;
+};
+/// Empty when the bytes are not a beat of this format within the limits.
+std::optional<beat_record> parse_beat(std::string_view data, std::size_t max_name) noexcept;
+
 }  // namespace nixl::ucx::detail::wire

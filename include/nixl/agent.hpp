@@ -219,11 +219,11 @@ class agent {
     return m;
   }
   /// The remote agents a backend found gone (a process that ended, a host no longer reached):
-  /// peers whose metadata is loaded, and agents of this host that only sent to this one (UCX:
-  /// loading a peer's metadata tells a peer of the same host, which watches the loader from then
-  /// on). A name stays until it comes back: its metadata loaded again from a live process, or a
-  /// new process of that name loading this agent's. So a target waiting for a transfer of a gone
-  /// agent gives up at once (docs/error-model.md, "Agents found gone").
+  /// peers whose metadata is loaded, and agents that only sent to this one (UCX: a hello to a
+  /// peer of the same host, beats to one of another host; LIBFABRIC: its heartbeats). A name stays
+  /// until it comes back: its metadata loaded again from a live process, or a new process of that
+  /// name loading this agent's. So a target waiting for a transfer of a gone agent gives up at once
+  /// (docs/error-model.md, "Agents found gone").
   std::vector<std::string> gone_agents(const backend_options& opt = {});
   /// wait_notifications that also ends when an abort notice arrives or an agent is found gone
   /// (gone_agents): appends notifications to `out` and abort notices to `aborts`, and returns

@@ -684,9 +684,9 @@ class nixl_agent:
 
     def get_gone_agents(self, backends: list[str] = []) -> list[str]:  # noqa: B006
         """Names of the remote agents a backend found gone (their process ended, their host is
-        no longer reached): peers whose metadata is loaded, and agents of this host that only
-        sent to this one (with UCX, an agent of this host that loads this one's metadata is
-        watched by it). A name stays until it comes back (loaded again, or a new process of it
+        no longer reached): peers whose metadata is loaded, and agents of any host that only
+        sent to this one (an agent that loads this one's metadata is watched by it, with UCX and
+        LIBFABRIC). A name stays until it comes back (loaded again, or a new process of it
         loads this agent's)."""
         return list(self.agent.getGoneAgents(self._handles(backends)))
 

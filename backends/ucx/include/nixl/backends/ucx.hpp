@@ -260,10 +260,10 @@ class backend {
   /// Appends the abort notices received so far: the notifications of peers' requests that
   /// ended without success (sent instead of the notification once UCX is done with the data).
   void take_aborts(notif_map& out);
-  /// Appends the names of the agents this backend found gone: loaded peers, and agents of this
-  /// host that only sent to this one (an agent says hello to a peer of its host when it loads
-  /// the peer, which then watches it); each until that name comes back. `gone_events` counts
-  /// the findings.
+  /// Appends the names of the agents this backend found gone: loaded peers, and agents that only
+  /// sent to this one (an agent says hello to a peer of its host when it loads the peer, and
+  /// sends beats to one of another host; the peer watches it by them); each until that name
+  /// comes back. `gone_events` counts the findings.
   void gone_agents(std::vector<std::string>& out);
   std::uint64_t gone_events() const noexcept;
   /// Called by the agent as it is destroyed: unloading its peers then tells them nothing (they

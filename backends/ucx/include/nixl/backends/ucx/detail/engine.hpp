@@ -631,8 +631,13 @@ inline status engine::after_data(op_slot* s) noexcept {
   p.flags = UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = &engine::on_am_done;
   p.user_data = s;
-  ucs_status_ptr_t r =
-      ucp_am_send_nbx(s->ep, notif_am_id, nullptr, 0, s->notif.data(), s->notif.size(), &p);
+  ucp_ep_h ep = s->ep;
+  const char* msg = s->notif.data();
+  const std::size_t len = s->notif.size();
+  // on_am_done may end the slot on another thread, which may then release it: this store
+  // (acquired there) orders the reads above before that, without relying on UCX's worker lock.
+  s->flushes.store(0, std::memory_order_release);
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, notif_am_id, nullptr, 0, msg, len, &p);
   if (r == nullptr) {
     complete(s, status::success);
     return status::success;
@@ -668,8 +673,12 @@ inline status engine::flush_done(op_slot* s) noexcept {
     s->owner->complete(s, e);
     return e;
   }
-  const status st = s->owner->after_data(s);
-  if (st == status::in_progress) s->owner->kick(s->worker);
+  // read before after_data: once the notification is handed to UCX, the slot may end and be
+  // released on another thread
+  engine* const eng = s->owner;
+  const std::uint32_t w = s->worker;
+  const status st = eng->after_data(s);
+  if (st == status::in_progress) eng->kick(w);
   return st;
 }
 
@@ -705,6 +714,7 @@ inline status engine::post_part(op_slot* s, const op_run& pt, bool write) noexce
 inline void engine::on_am_done(void* request, ucs_status_t st, void* user) noexcept {
   ucp_request_free(request);
   auto* s = static_cast<op_slot*>(user);
+  (void)s->flushes.load(std::memory_order_acquire);  // after_data's reads of the slot
   s->owner->complete(s, to_status(st));
 }
 

@@ -175,9 +175,9 @@ void engine::on_message(const char* data, std::size_t len) noexcept {
     case wire::msg_type::bye: {
       std::lock_guard lk(peers_mu_);
       for (auto& [where, to] : reply_addr_)
-        if (to.uid == m->uid && to.silence_ns != 0) {
+        if (to.uid == m->uid && to.watch.watched()) {
           log::debug("LIBFABRIC: '{}' unloaded this agent; no longer watched", to.name);
-          to.silence_ns = 0;
+          to.watch.stop();
         }
       break;
     }
@@ -253,7 +253,7 @@ void engine::heartbeat() noexcept {
     }
   }
   if (gap > period)
-    for (auto& [where, to] : reply_addr_) to.last_ns = std::min(to.last_ns + gap, now);
+    for (auto& [where, to] : reply_addr_) to.watch.discount(gap, now);
   check_senders(now);
   // Pings say who sends them and, from a progress thread, how often: the peer watches this
   // agent by them (docs/libfabric.md, "Agents found gone").
@@ -287,38 +287,36 @@ void engine::heartbeat() noexcept {
 void engine::watch_sender(reply_to& to, std::string_view name, std::uint64_t uid,
                           std::uint32_t period_ms, std::int64_t now) noexcept {
   if (name.empty() || period_ms == 0) {  // pings not regular: their silence says nothing
-    to.silence_ns = 0;
+    to.watch.stop();
     return;
   }
   try {
     if (to.name != name) to.name = std::string(name);
   } catch (...) {
-    to.silence_ns = 0;
+    to.watch.stop();
     return;
   }
-  const bool was_watched = to.silence_ns != 0 && !to.gone && to.uid == uid;
+  const bool was_watched = to.watch.watched() && !to.watch.gone && to.uid == uid;
   to.uid = uid;
-  to.last_ns = now;
   // this side's peer_timeout, and at least four of the sender's periods
-  to.silence_ns = std::max<std::int64_t>(std::chrono::nanoseconds(cfg_.peer_timeout).count(),
-                                         std::int64_t{4'000'000} * period_ms);
+  const bool was_gone =
+      to.watch.heard(now, nixl::detail::silence_watch::limit(cfg_.peer_timeout, period_ms));
   if (!was_watched) {
-    if (to.gone) log::info("LIBFABRIC: agent '{}', which sends to this one, is back", to.name);
-    to.gone = false;
+    if (was_gone) log::info("LIBFABRIC: agent '{}', which sends to this one, is back", to.name);
     note_gone(to.name, false);
   }
 }
 
 void engine::check_senders(std::int64_t now) noexcept {
   for (auto& [where, to] : reply_addr_) {
-    if (to.silence_ns == 0 || to.gone) continue;
+    if (!to.watch.watched() || to.watch.gone) continue;
     const char* why = nullptr;
     if (to.life && !local_hold(to.life.get()).ok())
       why = "its backend in this process was destroyed";
-    else if (now - to.last_ns > to.silence_ns)
+    else if (to.watch.silent(now))
       why = "no heartbeat from it within its limit";
     if (why == nullptr) continue;
-    to.gone = true;
+    to.watch.gone = true;
     log::info("LIBFABRIC: agent '{}', which sent to this one, is gone ({})", to.name, why);
     note_gone(to.name, true);
   }

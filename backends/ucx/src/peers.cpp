@@ -318,12 +318,12 @@ void engine::add_pidfd_watch(peer_state* p) noexcept {
     log::warn("UCX: cannot watch the process of '{}': {}", p->name, std::strerror(errno));
 }
 
-void engine::send_beat(peer_state* p, std::uint32_t period_ms) noexcept {
+void engine::send_beat(peer_state* p, bool bye) noexcept {
   // as a post of the progress thread: not once its endpoints are closing (close_eps)
   p->handed_posting.fetch_add(1, std::memory_order_seq_cst);
   if (!p->no_posts.load(std::memory_order_seq_cst) && !p->failed.load(std::memory_order_acquire)) {
     try {
-      auto msg = std::make_unique<std::string>(wire::encode_beat(notif_prefix_, period_ms));
+      auto msg = std::make_unique<std::string>(bye ? wire::encode_beat(notif_prefix_, 0) : beat_);
       ucs_status_t st = UCS_OK;
       if (send_owned(p->eps[0], beat_am_id, msg, st) &&
           std::this_thread::get_id() != thread_.get_id())
@@ -337,8 +337,7 @@ void engine::send_beat(peer_state* p, std::uint32_t period_ms) noexcept {
 void engine::send_beats(std::int64_t now) noexcept {
   if (now < next_beat_ns_) return;
   // the thread's longest sleep may exceed the period: the beats then go that often
-  const std::int64_t every = beat_every_ns();
-  next_beat_ns_ = now + every;
+  next_beat_ns_ = now + beat_every_ns();
   std::vector<peer_state*> to;
   try {
     std::lock_guard lk(peers_mu_);
@@ -349,7 +348,7 @@ void engine::send_beats(std::int64_t now) noexcept {
     return;
   }
   // peer states stay until the engine goes: the pointers outlive the lock
-  for (peer_state* p : to) send_beat(p, static_cast<std::uint32_t>(every / 1'000'000));
+  for (peer_state* p : to) send_beat(p, false);
 }
 
 ucs_status_t engine::on_beat(void* arg, const void*, std::size_t, void* data, std::size_t len,
@@ -381,15 +380,12 @@ void engine::note_beat(std::string_view name, std::uint32_t period_ms) noexcept 
     }
     if (it == beats_.end()) {
       if (beats_.size() >= max_senders) return;
-      it = beats_.emplace(std::string(name), beat_watch{}).first;
+      it = beats_.emplace(std::string(name), nixl::detail::silence_watch{}).first;
       back = true;
     }
-    beat_watch& w = it->second;
-    w.last_ns = now_ns();
-    w.silence_ns = std::max<std::int64_t>(std::chrono::nanoseconds(beat_silence).count(),
-                                          std::int64_t{4'000'000} * period_ms);
-    if (w.gone) back = was_gone = true;
-    w.gone = false;
+    was_gone =
+        it->second.heard(now_ns(), nixl::detail::silence_watch::limit(beat_silence, period_ms));
+    back |= was_gone;
   } catch (...) {  // out of memory: not watched
     return;
   }
@@ -405,10 +401,10 @@ void engine::judge_beats(std::int64_t now) noexcept {
     last_judge_ns_ = now;
     const std::int64_t period = beat_every_ns();
     for (auto& [name, w] : beats_) {
-      if (gap > period) w.last_ns = std::min(w.last_ns + gap, now);  // this side did not run
-      if (w.gone || now - w.last_ns <= w.silence_ns) continue;
+      if (gap > period) w.discount(gap, now);  // this side did not run
+      if (!w.silent(now)) continue;
       w.gone = true;
-      found.emplace_back(name, w.silence_ns);
+      found.emplace_back(name, w.limit_ns);
     }
   } catch (...) {  // out of memory: judged at the next pass
     return;
@@ -547,7 +543,7 @@ peer_state* engine::load_peer(std::string_view name, std::span<const std::byte> 
   // Across hosts the peer watches this agent by the beats of its progress thread (send_beats).
   p->beats = cfg_.error_handling != error_mode::none && !same_host && thread_.joinable() &&
              !p->eps.empty();
-  if (p->beats) send_beat(p.get(), static_cast<std::uint32_t>(beat_every_ns() / 1'000'000));
+  if (p->beats) send_beat(p.get(), false);
 
   peer_state* raw = p.get();
   std::lock_guard lk(peers_mu_);
@@ -628,7 +624,7 @@ void engine::unload_peer(peer_state* p) noexcept {
   if (p == nullptr || p->is_self || p->closed) return;
   // A bye: the peer stops watching this agent rather than take the silence for an end. Not when
   // the agent itself ends (its peers are to learn that). Flushed with the endpoints below.
-  if (p->beats && !closing_.load(std::memory_order_acquire)) send_beat(p, 0);
+  if (p->beats && !closing_.load(std::memory_order_acquire)) send_beat(p, true);
   {
     std::lock_guard lk(peers_mu_);
     if (p->pidfd >= 0) {

@@ -14,6 +14,7 @@
 #include <nixl/log.hpp>
 
 #include "internal.hpp"
+#include "wire.hpp"
 
 namespace nixl::ucx {
 namespace detail {
@@ -40,6 +41,8 @@ void engine::start_progress_thread(std::chrono::microseconds delay) {
   // the longest sleep while idle: the agent's progress_delay, else 100 ms
   const auto delay_ms = std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
   timeout_ms_ = delay.count() > 0 ? static_cast<int>(std::max<long long>(1, delay_ms)) : 100;
+  // the same beat goes to every peer of another host (send_beat)
+  beat_ = wire::encode_beat(notif_prefix_, static_cast<std::uint32_t>(beat_every_ns() / 1'000'000));
   thread_ = std::thread([this] { run(); });
 }
 

@@ -1,13 +1,18 @@
 #pragma once
 /// `gone_record`: the agents a transport found gone (docs/error-model.md, "Agents found gone"),
 /// each until its name comes back, and a count of the findings that a wait compares.
+/// `silence_watch`: how a transport finds gone an agent that only sends to it, by the silence of
+/// its regular messages (UCX's beats, LIBFABRIC's pings).
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace nixl::detail {
@@ -44,6 +49,41 @@ class gone_record {
   mutable std::mutex mu_;
   std::set<std::string, std::less<>> names_;
   std::atomic<std::uint64_t> events_{0};
+};
+
+/// One sender that says how often it sends (its period): when it was last heard, and whether
+/// its silence found it gone. Times are steady-clock nanoseconds. Not synchronised: the lock of
+/// the table that holds it guards it.
+struct silence_watch {
+  /// At most this many senders are watched per backend; later ones are not (nor logged twice).
+  static constexpr std::size_t max_senders = 4096;
+
+  std::int64_t last_ns = 0;   ///< when it was last heard
+  std::int64_t limit_ns = 0;  ///< silence after which it is gone; 0: not watched
+  bool gone = false;
+
+  /// The limit for a sender of period `period_ms`: four of its periods, and at least `floor`.
+  static std::int64_t limit(std::chrono::nanoseconds floor, std::uint32_t period_ms) noexcept {
+    return std::max<std::int64_t>(floor.count(), std::int64_t{4'000'000} * period_ms);
+  }
+  bool watched() const noexcept { return limit_ns != 0; }
+  /// Not watched any more (it said bye, or its messages are not regular).
+  void stop() noexcept { limit_ns = 0; }
+  /// Heard at `now`, with limit `limit_ns`: true when it had been found gone (it is back).
+  bool heard(std::int64_t now, std::int64_t limit) noexcept {
+    last_ns = now;
+    limit_ns = limit;
+    return std::exchange(gone, false);
+  }
+  /// `gap` ns in which the watcher did not run (its thread or process stopped): that time
+  /// counts against no sender.
+  void discount(std::int64_t gap, std::int64_t now) noexcept {
+    last_ns = std::min(last_ns + gap, now);
+  }
+  /// Watched, not found gone yet, and silent past its limit at `now`.
+  bool silent(std::int64_t now) const noexcept {
+    return watched() && !gone && now - last_ns > limit_ns;
+  }
 };
 
 }  // namespace nixl::detail

@@ -287,7 +287,7 @@ class engine {
   bool may_send(peer_state* p) noexcept;
   static constexpr std::size_t max_name_size = 1024;
   /// Addresses that pinged this agent, answered and watched, at most.
-  static constexpr std::size_t max_senders = 4096;
+  static constexpr std::size_t max_senders = nixl::detail::silence_watch::max_senders;
   static constexpr std::size_t header_size = 32;  ///< room for a message header and name length
 
  private:
@@ -368,15 +368,14 @@ class engine {
   std::vector<std::unique_ptr<peer_state>> peers_;  // retired peers stay until destruction
   peer_state* self_ = nullptr;
   /// Where heartbeats come from (rail 0), and the sender's life when it is of this process.
-  /// A sender whose pings are regular is watched: silent for `silence_ns`, it is gone.
+  /// A sender whose pings are regular is watched: silent past its limit, it is gone.
   struct reply_to {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     std::shared_ptr<local_life> life;
-    std::string name;             ///< the sender's agent name (empty: not watched)
-    std::uint64_t uid = 0;        ///< the sender backend's identity
-    std::int64_t last_ns = 0;     ///< its last ping
-    std::int64_t silence_ns = 0;  ///< 0: not watched (irregular pings, or it said bye)
-    bool gone = false;
+    std::string name;       ///< the sender's agent name
+    std::uint64_t uid = 0;  ///< the sender backend's identity
+    /// its last ping; not watched while its pings are not regular, or after its bye
+    nixl::detail::silence_watch watch;
   };
   /// Watches the sender of a ping: agent `name`, backend `uid`, pinging every `period_ms`
   /// (0: not regularly). Under peers_mu_.

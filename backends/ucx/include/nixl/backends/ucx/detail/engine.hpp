@@ -407,7 +407,7 @@ class engine {
   /// A sender unheard of for max(beat_silence, 4 of its periods) is gone.
   static constexpr std::chrono::milliseconds beat_silence{2000};
   /// Agents watched that only sent to this one, at most; hellos queued for the progress pass.
-  static constexpr std::size_t max_senders = 4096;
+  static constexpr std::size_t max_senders = nixl::detail::silence_watch::max_senders;
   static constexpr std::size_t max_hellos_queued = 1024;
   /// How long a request waits for the peer to answer its copy request.
   static constexpr std::chrono::seconds copy_deadline{30};
@@ -495,7 +495,8 @@ class engine {
   /// Senders of beats silent past their limit are gone (time in which this side did not judge,
   /// its thread or process not running, counts against none).
   void judge_beats(std::int64_t now) noexcept;
-  void send_beat(peer_state* p, std::uint32_t period_ms) noexcept;
+  /// Sends `p` this agent's beat, or a bye.
+  void send_beat(peer_state* p, bool bye) noexcept;
   /// How often beats go: beat_period, or the progress thread's longest sleep when longer.
   std::int64_t beat_every_ns() const noexcept {
     return std::max<std::int64_t>(std::chrono::nanoseconds(beat_period).count(),
@@ -569,14 +570,10 @@ class engine {
   std::atomic<bool> senders_full_logged_{false};
   std::atomic<bool> closing_{false};  ///< agent_closing() was called
   std::int64_t next_beat_ns_ = 0;     ///< progress thread only
+  std::string beat_;                  ///< this agent's beat (its period set when the thread starts)
   /// Agents that send beats to this one: when each was last heard, its limit, found gone.
-  struct beat_watch {
-    std::int64_t last_ns = 0;
-    std::int64_t silence_ns = 0;
-    bool gone = false;
-  };
   std::mutex beats_mu_;
-  std::map<std::string, beat_watch, std::less<>> beats_;
+  std::map<std::string, nixl::detail::silence_watch, std::less<>> beats_;
   std::int64_t last_judge_ns_ = 0;  ///< under beats_mu_
 
   std::mutex alloc_mu_;

@@ -67,8 +67,7 @@ int main() try {
   prefill->register_memory(nixl::reg_list<nixl::dram_t>{{{addr(kv), size, 0}, ""}});
   prefill->load_remote_metadata(decode.local_metadata());
 
-  // Step 0: the prefill writes, decode's wait ends with the notification. (A request must not
-  // outlive its agent: this one goes before the prefill does.)
+  // Step 0: the prefill writes, decode's wait ends with the notification.
   nixl::status s;
   {
     auto w = prefill->create_request(

@@ -40,6 +40,7 @@
 #include <nixl/concepts.hpp>
 #include <nixl/detail/device_views.hpp>
 #include <nixl/detail/region_index.hpp>
+#include <nixl/detail/request_links.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/type_list.hpp>
 #include <nixl/detail/waker.hpp>
@@ -409,6 +410,11 @@ class agent {
   detail::waker waker_;  ///< before the backends: they signal it until they are destroyed
   std::tuple<backend_slot<Backends>...> slots_;
   std::map<std::string, std::shared_ptr<peer_state>, std::less<>> peers_;
+  /// Every peer state made (loaded, or this agent's own): one still held after the agent is
+  /// destroyed (by a prepared list) is unloaded from the backends before they go.
+  std::vector<std::weak_ptr<peer_state>> states_;
+  void track(const std::shared_ptr<peer_state>& st);
+  detail::request_links requests_;  ///< requests holding backend state (~agent releases them)
   std::set<std::string, std::less<>> dropped_;  ///< peers pruned as disconnected, not removed yet
   std::list<detail::views::record> views_;      ///< memory views handed out
 };

@@ -8,10 +8,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include <nixl/concepts.hpp>
 #include <nixl/detail/region_pin.hpp>
+#include <nixl/detail/request_links.hpp>
 #include <nixl/detail/sync.hpp>
 #include <nixl/detail/waker.hpp>
 #include <nixl/log.hpp>
@@ -36,7 +38,8 @@ struct peer_token {
 }  // namespace detail
 
 /// A transfer request on backend `B`. Move-only; must not be moved while in progress. Releasing
-/// (or destroying) it cancels what is in flight. It must not outlive its agent.
+/// (or destroying) it cancels what is in flight. It may outlive its agent: destroying the agent
+/// releases it, and it then answers as a released request.
 template <backend B>
 class request {
  public:
@@ -47,6 +50,7 @@ class request {
   request& operator=(request&& o) noexcept {
     if (this != &o) {
       (void)release();
+      unlink();  // also when the backend could not cancel: the list then holds `o`'s place
       steal(o);
     }
     return *this;
@@ -54,9 +58,11 @@ class request {
   request(const request&) = delete;
   request& operator=(const request&) = delete;
   ~request() {
-    if (release() == nixl::status::repost_active)
+    if (release() == nixl::status::repost_active) {
       log::error("request to '{}' destroyed while its backend could not cancel it",
                  peer_ ? peer_->name : std::string{});
+      unlink();
+    }
   }
 
   /// Starts (or restarts) the transfer with the notification given at creation or last post.
@@ -159,6 +165,7 @@ class request {
   nixl::status release() noexcept {
     if (engine_ == nullptr) {
       peer_.reset();  // what a stalled request kept for remote_agent()
+      unlink();
       status_ = status_ == nixl::status::not_posted ? status_ : nixl::status::invalid_param;
       return nixl::status::success;
     }
@@ -170,6 +177,7 @@ class request {
     peer_.reset();
     pins_.reset();
     more_pins_.reset();
+    unlink();
     status_ = nixl::status::invalid_param;  // status() of a released request touches nothing
     return nixl::status::success;
   }
@@ -326,7 +334,38 @@ class request {
     return s;
   }
 
+  /// Off its agent's list (released: it holds nothing of the agent any more).
+  void unlink() noexcept {
+    if (link_.owner != nullptr) [[likely]]
+      link_.owner->remove(link_);
+  }
+
+  /// Its agent is being destroyed: releases the request now, while the backend exists. A
+  /// backend that cannot cancel yet is asked again for up to a second; past that the request
+  /// lets go of it anyway (the backend then ends that work as it is destroyed).
+  static void agent_gone(void* self) noexcept {
+    auto& r = *static_cast<request*>(self);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (r.release() == nixl::status::repost_active) {
+      if (std::chrono::steady_clock::now() >= until) {
+        log::error("request to '{}' on {}: still running when its agent was destroyed; abandoned",
+                   r.peer_ ? r.peer_->name : std::string{}, B::name);
+        r.engine_ = nullptr;
+        r.peer_.reset();
+        r.pins_.reset();
+        r.more_pins_.reset();
+        r.status_ = nixl::status::invalid_param;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    r.lock_ = nullptr;
+    r.waker_ = nullptr;
+    r.tsink_ = nullptr;
+  }
+
   void steal(request& o) noexcept {
+    if (o.link_.owner != nullptr) o.link_.owner->replace(o.link_, link_);
     engine_ = std::exchange(o.engine_, nullptr);
     lock_ = o.lock_;
     peer_ = std::move(o.peer_);
@@ -351,6 +390,8 @@ class request {
   }
 
   B* engine_ = nullptr;
+  /// On its agent's list from creation until released (request_links).
+  detail::request_link link_{this, &request::agent_gone};
   const detail::agent_lock* lock_ = nullptr;
   std::shared_ptr<detail::peer_token> peer_;
   /// Keep the backend registrations this request points into alive (see

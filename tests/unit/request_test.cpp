@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -212,4 +214,38 @@ TEST_CASE("moving a request keeps it usable") {
   nixl::request<memcpy_backend> other;
   other = std::move(moved);
   CHECK(other.post() == status::success);
+}
+
+TEST_CASE("requests and prepared lists may outlive their agent") {
+  buffer src(64, 1), dst(64, 0);
+  auto a = std::make_unique<nixl::test::test_agent>("initiator");
+  nixl::test::test_agent b{"target"};
+  a->create_backend<memcpy_backend>(nixl::params{{"delay_polls", "1000"}});
+  b.create_backend<memcpy_backend>();
+  connect_pair(*a, b, src, dst);
+  auto running =
+      a->create_request(xfer_op::write, src.whole(), dst.whole(), "target", {.notif = "n"});
+  REQUIRE(running.post() == status::in_progress);
+  // moved, move-assigned and stalled requests keep their place on the agent's list
+  auto made = a->create_request(xfer_op::write, src.whole(), dst.whole(), "target");
+  auto moved = std::move(made);
+  nixl::request<memcpy_backend> assigned;
+  assigned = a->create_request(xfer_op::write, src.whole(), dst.whole(), "target");
+  auto stalled = a->create_request(xfer_op::write, src.whole(), dst.whole(), "target",
+                                   {.stall_timeout = std::chrono::microseconds(1)});
+  REQUIRE(stalled.post() == status::in_progress);
+  CHECK(wait(stalled) == status::xfer_stalled);
+  auto local = a->prepare_list(src.whole());
+  auto remote = a->prepare_list("target", dst.whole());
+  a.reset();
+  for (auto* r : {&running, &moved, &assigned, &stalled}) {
+    CHECK_FALSE(r->valid());
+    CHECK(r->post() != status::in_progress);
+    CHECK(r->status() != status::in_progress);
+    CHECK(r->release() == status::success);
+  }
+  CHECK(running.status() == status::invalid_param);
+  CHECK(dst.bytes[0] == 0);  // the running request was canceled with its agent, never ran
+  CHECK(b.notifications()["initiator"].empty());
+  CHECK_FALSE(made.valid());
 }

@@ -30,6 +30,8 @@ agent<Backends...>::agent(std::string name, agent_config cfg)
 
 template <class... Backends>
 agent<Backends...>::~agent() {
+  // Requests still held let go of their backends now (each then answers as released).
+  requests_.detach_all();
   views_.clear();  // before the peers and regions they point into
   detail::for_each_type<Backends...>([&]<class B>() {
     if constexpr (closing_aware_backend<B>) {
@@ -37,6 +39,9 @@ agent<Backends...>::~agent() {
     }
   });
   peers_.clear();
+  // peer states that prepared lists still hold: unloaded while the backends exist
+  for (const auto& w : states_)
+    if (const auto st = w.lock()) st->unload_all();
   detail::for_each_type<Backends...>([&]<class B>() {
     auto& s = slot<B>();
     if (!s.engine) return;

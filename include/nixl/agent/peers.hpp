@@ -174,6 +174,7 @@ std::string agent<Backends...>::load_locked(const agent_metadata& md) {
     st = std::make_shared<peer_state>();
     st->token.name = md.agent;
     st->token.generation = ++generation_;
+    track(st);
   } else {
     st = it->second;
   }
@@ -292,6 +293,12 @@ std::string agent<Backends...>::load_locked(const agent_metadata& md) {
 }
 
 template <class... Backends>
+void agent<Backends...>::track(const std::shared_ptr<peer_state>& st) {
+  std::erase_if(states_, [](const std::weak_ptr<peer_state>& w) { return w.expired(); });
+  states_.push_back(st);
+}
+
+template <class... Backends>
 auto agent<Backends...>::self_state() -> peer_state& {
   auto it = peers_.find(name_);
   if (it == peers_.end()) {
@@ -299,6 +306,7 @@ auto agent<Backends...>::self_state() -> peer_state& {
     st->token.name = name_;
     st->token.self = true;
     st->token.generation = ++generation_;
+    track(st);
     it = peers_.emplace(name_, std::move(st)).first;
   }
   return *it->second;

@@ -69,8 +69,14 @@ struct peer_state {
 
   peer_state() = default;
   peer_state(const peer_state&) = delete;
-  ~peer_state() {
-    for_each_type<Backends...>([&]<class B>() { unload(std::get<peer_slot<B>>(slots)); });
+  ~peer_state() { unload_all(); }
+  /// Unloads it from every backend now (its agent is being destroyed); later, nothing.
+  void unload_all() noexcept {
+    for_each_type<Backends...>([&]<class B>() {
+      auto& s = std::get<peer_slot<B>>(slots);
+      unload(s);
+      s.engine = nullptr;
+    });
   }
   template <class B>
   static void unload(peer_slot<B>& s) noexcept {

@@ -380,6 +380,7 @@ void agent<Backends...>::finish(request<B>& req, xfer_op op,
   req.lock_ = &lock_;
   req.waker_ = &waker_;
   req.peer_ = std::shared_ptr<detail::peer_token>(st, &st->token);
+  requests_.add(req.link_);
   req.op_ = op;
   req.telemetry_on_ = telemetry_;
   req.tsink_ = tsink_.get();

@@ -487,3 +487,34 @@ TEST_CASE("ucx agents: releasing a request in flight to a peer that never progre
   tgt.progress();
   CHECK(tgt.notifications().empty());
 }
+
+TEST_CASE("ucx agents: a request in flight may outlive its agent") {
+  buffer ib(ucx_test::big), tb(ucx_test::big);
+  ucx_agent tgt{"target"};
+  tgt.create_backend<nixl::ucx::backend>();
+  tgt.register_memory(reg_of(tb));
+  auto init = std::make_unique<ucx_agent>("initiator");
+  init->create_backend<nixl::ucx::backend>();
+  init->register_memory(reg_of(ib));
+  init->load_remote_metadata(tgt.local_metadata());
+  auto r =
+      init->create_request(xfer_op::write, blocks(ib.addr(), 64, ucx_test::big / 64),
+                           blocks(tb.addr(), 64, ucx_test::big / 64), "target", {.notif = "late"});
+  const status s = r.post();
+  REQUIRE((s == status::in_progress || s == status::success));
+  init.reset();  // releases the request while its backend still exists
+  CHECK_FALSE(r.valid());
+  CHECK(r.status() == status::invalid_param);
+  CHECK(r.post() == status::invalid_param);
+  CHECK(r.release() == status::success);
+  // the target serves on: a new initiator of the same name writes to it
+  ucx_agent again{"initiator"};
+  again.create_backend<nixl::ucx::backend>();
+  again.register_memory(reg_of(ib));
+  again.load_remote_metadata(tgt.local_metadata());
+  ib.fill(9, 0, 4096);
+  auto r2 = again.create_request(xfer_op::write, blocks(ib.addr(), 1, 4096),
+                                 blocks(tb.addr(), 1, 4096), "target");
+  REQUIRE(wait_post(r2));
+  CHECK(tb.holds(9, 0, 4096, 0));
+}

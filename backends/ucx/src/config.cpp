@@ -108,6 +108,9 @@ config config::from_params(const params& p) {
     } else if (key == "progress_spin_us") {
       c.progress_spin =
           std::chrono::microseconds(nixl::detail::parse_number("UCX", key, value, 0, 1000000));
+    } else if (key == "peer_timeout_ms") {
+      c.peer_timeout =
+          std::chrono::milliseconds(nixl::detail::parse_number("UCX", key, value, 100, 3600000));
     } else if (key == "host_vram_copy") {
       c.cuda_host_vram = who_copies(key, value, "cuda");
     } else if (key == "host_dram_copy") {
@@ -134,6 +137,7 @@ params config::to_params() const {
   p["ucx_error_handling_mode"] = std::string(to_string(error_handling));
   p["engine_config"] = engine_config;
   p["progress_spin_us"] = std::to_string(progress_spin.count());
+  p["peer_timeout_ms"] = std::to_string(peer_timeout.count());
   p["host_vram_copy"] = cuda_host_vram ? "cuda" : "ucx";
   p["host_dram_copy"] = cma_host_dram ? "cma" : "ucx";
   p["shm_min_size"] = std::to_string(shm_min_size);
@@ -149,7 +153,7 @@ params backend::default_params() {
           {"engine_config", ""},      {"enable_prog_thread", "true"},
           {"progress_spin_us", "50"}, {"host_vram_copy", "cuda"},
           {"host_dram_copy", "cma"},  {"shm_min_size", "67108864"},
-          {"post_thread", "auto"}};
+          {"post_thread", "auto"},    {"peer_timeout_ms", "2000"}};
 }
 
 namespace detail {

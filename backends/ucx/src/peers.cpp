@@ -383,8 +383,8 @@ void engine::note_beat(std::string_view name, std::uint32_t period_ms) noexcept 
       it = beats_.emplace(std::string(name), nixl::detail::silence_watch{}).first;
       back = true;
     }
-    was_gone =
-        it->second.heard(now_ns(), nixl::detail::silence_watch::limit(beat_silence, period_ms));
+    was_gone = it->second.heard(now_ns(),
+                                nixl::detail::silence_watch::limit(cfg_.peer_timeout, period_ms));
     back |= was_gone;
   } catch (...) {  // out of memory: not watched
     return;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -149,7 +150,19 @@ TEST_CASE("ucx config parses NIXL's parameters") {
   CHECK(code_of([] {
           backend::config::from_params({{"shm_min_size", "64M"}});
         }) == status::invalid_param);
+  // the silence after which a sender of beats is gone
+  CHECK(backend::config::from_params({}).peer_timeout == std::chrono::milliseconds(2000));
+  CHECK(backend::config::from_params({{"peer_timeout_ms", "10000"}}).peer_timeout ==
+        std::chrono::seconds(10));
+  CHECK(backend::config::from_params(
+            backend::config::from_params({{"peer_timeout_ms", "500"}}).to_params())
+            .peer_timeout == std::chrono::milliseconds(500));
+  for (const char* bad : {"0", "99", "3600001", "2s"})
+    CHECK(code_of([&] {
+            backend::config::from_params({{"peer_timeout_ms", bad}});
+          }) == status::invalid_param);
   auto d = backend::default_params();
+  CHECK(d.at("peer_timeout_ms") == "2000");
   CHECK(d.count("host_vram_copy") == 1);
   CHECK(d.at("host_dram_copy") == "cma");
   CHECK(backend::config::from_params(d).shm_min_size == std::size_t{64} << 20);

@@ -61,6 +61,10 @@ struct config {
   /// After work, the progress thread keeps polling this long before it sleeps on the event fd
   /// (`progress_spin_us`): a target serving small requests then answers without a wake-up.
   std::chrono::microseconds progress_spin{50};
+  /// An agent of another host that sends this one beats (docs/ucx.md, "Agents that only sent to
+  /// this one") is gone once silent this long, or four of its beat periods when longer
+  /// (`peer_timeout_ms`): raise it where a sender's progress thread may go without a core.
+  std::chrono::milliseconds peer_timeout{2000};
   /// Progress thread (`enable_prog_thread`). When unset, the agent's setting decides (on by
   /// default in `nixl::agent_config`).
   std::optional<bool> enable_prog_thread;

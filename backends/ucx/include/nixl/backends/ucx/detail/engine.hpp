@@ -404,8 +404,6 @@ class engine {
   /// (docs/ucx.md, "Agents that only sent to this one").
   static constexpr unsigned beat_am_id = 0x42;
   static constexpr std::chrono::milliseconds beat_period{250};
-  /// A sender unheard of for max(beat_silence, 4 of its periods) is gone.
-  static constexpr std::chrono::milliseconds beat_silence{2000};
   /// Agents watched that only sent to this one, at most; hellos queued for the progress pass.
   static constexpr std::size_t max_senders = nixl::detail::silence_watch::max_senders;
   static constexpr std::size_t max_hellos_queued = 1024;

@@ -173,12 +173,7 @@ class request {
     if (status_ == nixl::status::in_progress) status_ = engine_->check(state_);
     const auto s = engine_->release(state_);
     if (s == nixl::status::repost_active) return s;
-    engine_ = nullptr;
-    peer_.reset();
-    pins_.reset();
-    more_pins_.reset();
-    unlink();
-    status_ = nixl::status::invalid_param;  // status() of a released request touches nothing
+    let_go();
     return nixl::status::success;
   }
 
@@ -334,6 +329,16 @@ class request {
     return s;
   }
 
+  /// Keeps nothing of its backend, peer, regions or agent (the end of a release).
+  void let_go() noexcept {
+    engine_ = nullptr;
+    peer_.reset();
+    pins_.reset();
+    more_pins_.reset();
+    unlink();
+    status_ = nixl::status::invalid_param;  // status() of a released request touches nothing
+  }
+
   /// Off its agent's list (released: it holds nothing of the agent any more).
   void unlink() noexcept {
     if (link_.owner != nullptr) [[likely]]
@@ -350,11 +355,7 @@ class request {
       if (std::chrono::steady_clock::now() >= until) {
         log::error("request to '{}' on {}: still running when its agent was destroyed; abandoned",
                    r.peer_ ? r.peer_->name : std::string{}, B::name);
-        r.engine_ = nullptr;
-        r.peer_.reset();
-        r.pins_.reset();
-        r.more_pins_.reset();
-        r.status_ = nixl::status::invalid_param;
+        r.let_go();
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -67,10 +67,6 @@ class request_links {
       l->detach(l->self);
     }
   }
-  bool empty() const noexcept {
-    std::lock_guard lk(mu_);
-    return head_ == nullptr;
-  }
 
  private:
   void unlink(request_link& l) noexcept {
@@ -82,7 +78,7 @@ class request_links {
     l.prev = l.next = nullptr;
   }
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   request_link* head_ = nullptr;
 };
 

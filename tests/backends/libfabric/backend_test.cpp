@@ -238,6 +238,60 @@ TEST_CASE("libfabric backend: without progress threads, progress() drives both s
   a.be.release(r);
 }
 
+TEST_CASE("libfabric post_thread: a post while the caller polls leaves the wake-up to it") {
+  if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
+  using clk = std::chrono::steady_clock;
+  constexpr std::size_t n = std::size_t{1} << 16;
+  side a("a", n, lf_test::tcp_params()), b("b", n, lf_test::tcp_params());
+  peer_link l(a, b, "b");
+  std::vector<nixl::bound_desc<lf::backend::region>> loc{bd(a.buf.addr(), n, a.reg)};
+  std::vector<nixl::bound_desc<lf::backend::remote_region>> rem{bd(b.buf.addr(), n, l.rr)};
+  lf::backend::request w;
+  a.be.prepare(w, xfer_op::write, loc, rem, l.peer);
+  REQUIRE(w.posted_on_thread());
+  CHECK_FALSE(a.be.polled_window());
+  // status checks of requests in flight open the window
+  const auto poll_into_window = [&] {
+    const auto until = clk::now() + std::chrono::seconds(10);
+    while (!a.be.polled_window() && clk::now() < until) {
+      REQUIRE(a.be.post(w, nixl::notif_arg{}) != status::invalid_param);
+      CHECK(lf_test::wait_done([&] { return a.be.check(w); }) == status::success);
+    }
+    return a.be.polled_window();
+  };
+  REQUIRE(poll_into_window());
+  // posted in the window and never checked: the thread, which the post did not wake, posts it
+  // within its short sleep, and the notification follows the data
+  a.buf.fill(7);
+  const status s = a.be.post(w, std::string_view("unpolled"));
+  REQUIRE((s == status::success || s == status::in_progress));
+  const auto [notifs, aborts] = messages_from(b.be, "a", 1);
+  CHECK(notifs == std::vector<std::string>{"unpolled"});
+  CHECK(aborts.empty());
+  CHECK(b.buf.holds(7, 0, n, 0));
+  CHECK(lf_test::wait_done([&] { return a.be.check(w); }) == status::success);
+  // without checks the window closes by itself
+  const auto until = clk::now() + std::chrono::seconds(10);
+  while (a.be.polled_window() && clk::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK_FALSE(a.be.polled_window());
+  // a caller that stops polling to sleep hands the thread back: the window closes, and a post
+  // then wakes the thread as before
+  REQUIRE(poll_into_window());
+  a.be.hand_back(w);
+  const auto until2 = clk::now() + std::chrono::seconds(10);
+  while (a.be.polled_window() && clk::now() < until2)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  CHECK_FALSE(a.be.polled_window());
+  a.buf.fill(9);
+  REQUIRE(a.be.post(w, std::string_view("after")) != status::invalid_param);
+  const auto [n2, a2] = messages_from(b.be, "a", 1);
+  CHECK(n2 == std::vector<std::string>{"after"});
+  CHECK(b.buf.holds(9, 0, n, 0));
+  CHECK(lf_test::wait_done([&] { return a.be.check(w); }) == status::success);
+  a.be.release(w);
+}
+
 TEST_CASE("libfabric post_thread: the tcp provider's posts go to the progress thread") {
   if (auto why = lf_test::unavailable(lf_test::tcp_params()); !why.empty()) NIXL_SKIP(why);
   CHECK(lf::config::from_params({{"post_thread", "Never"}}).post_thread ==

@@ -110,6 +110,12 @@ class backend {
   status check(request& r) noexcept;
   /// Where the request stands, without progressing anything (request::wait after a wake-up).
   status peek(const request& r) const noexcept;
+  /// The calling thread stops polling (request::wait, before it sleeps): the progress thread
+  /// leaves the polled window at once (docs/libfabric.md, "Posting").
+  void hand_back(const request&) noexcept { eng_->hand_back(); }
+  /// True while the progress thread counts an application thread as polling: a post then
+  /// leaves the wake-up to the next status check (docs/libfabric.md, "Posting").
+  bool polled_window() const noexcept { return eng_->polled(); }
   /// True when the progress thread finishes requests and signals the agent's waker.
   bool wakes_waiters() const noexcept { return eng_->has_progress_thread(); }
   /// Frees the request. One in flight gets `engine::release_grace` (20 ms) to end; then it is
@@ -213,7 +219,7 @@ inline status backend::peek(const request& r) const noexcept {
 }
 
 static_assert(nixl::waking_backend<backend> && nixl::peeking_backend<backend> &&
-              nixl::aborting_backend<backend>);
+              nixl::aborting_backend<backend> && nixl::handing_backend<backend>);
 static_assert(nixl::watching_backend<backend> && nixl::closing_aware_backend<backend>);
 static_assert(nixl::peer_backend<backend> && nixl::backend_for<backend, dram_t, dram_t>);
 

@@ -275,11 +275,29 @@ class engine {
            nixl::detail::posts_on_thread(cfg_.post_thread, ops, config::post_thread_ops,
                                          sends_in_call_);
   }
-  /// A status check of a request handed to the progress thread: posts it here unless the
-  /// thread has taken it up (a program that polls then posts on its own core at once).
+  /// A status check of a request in flight while the progress thread runs: posts it here if
+  /// it was handed to the thread and the thread has not taken it up (a program that polls then
+  /// posts on its own core at once), and wakes the thread if it sleeps (a post in the polled
+  /// window leaves that to this check: docs/libfabric.md, "Posting").
   void take_up(op_slot* s) noexcept {
+    user_polls_.store(user_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (s->handed.load(std::memory_order_relaxed)) pump(s);
+    if (sleeping_.load(std::memory_order_seq_cst)) wake();
   }
+  /// The application thread that polled stops (request::wait, before it sleeps): the polled
+  /// window ends now, and a sleeping thread is woken for the posts left to it.
+  void hand_back() noexcept {
+    if (!thread_.joinable()) return;
+    handed_back_.store(true, std::memory_order_seq_cst);
+    if (polled_.load(std::memory_order_seq_cst) && sleeping_.load(std::memory_order_seq_cst))
+      wake();
+  }
+  /// True while the progress thread counts an application thread as polling (the window).
+  bool polled() const noexcept { return polled_.load(std::memory_order_relaxed); }
+  /// How long after an application thread's last status check the progress thread counts as
+  /// polled (a post then does not wake it), and its longest sleep meanwhile.
+  static constexpr std::int64_t polled_window_ns = 2'000'000;
+  static constexpr int polled_sleep_ms = 1;
 
   static constexpr std::chrono::milliseconds release_grace{20};
   static constexpr std::chrono::milliseconds contact_wait{200};
@@ -407,6 +425,11 @@ class engine {
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::event_fd wake_fd_;
   std::atomic<bool> sleeping_{false};
+  /// Status checks of requests in flight (take_up), a plain counter the thread watches, and
+  /// whether it saw one within `polled_window_ns` (set by the thread); hand_back ends that.
+  std::atomic<std::uint32_t> user_polls_{0};
+  std::atomic<bool> polled_{false};
+  std::atomic<bool> handed_back_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

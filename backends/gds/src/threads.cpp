@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 
 #include <nixl/log.hpp>
 
@@ -15,6 +16,7 @@ thread_pool::thread_pool(const cufile::library& lib, unsigned threads, std::stri
     : lib_(&lib), who_(who), spin_(spin) {
   workers_.reserve(threads);
   idle_.reserve(threads);
+  handed_.reserve(threads);
   try {
     for (unsigned i = 0; i < threads; ++i) {
       workers_.push_back(std::make_unique<worker>());
@@ -73,22 +75,36 @@ void thread_pool::claim(job*& j, std::size_t& i, std::shared_ptr<job>& hold) noe
 }
 
 void thread_pool::enqueue(const std::shared_ptr<job>& self) noexcept {
-  std::lock_guard g(mu_);
-  self->keep = self;  // a copy: no allocation
-  self->next_queued = nullptr;
-  if (tail_ != nullptr)
-    tail_->next_queued = self.get();
-  else
-    head_ = self.get();
-  tail_ = self.get();
-  if (stop_) return;
-  // The threads that went idle last get the chunks: the top of the stack first.
-  while (!idle_.empty() && head_ != nullptr) {
-    worker& w = *workers_[idle_.back()];
-    idle_.pop_back();
-    claim(w.j, w.i, w.hold);
-    w.wake.release();  // the chunk is in the worker's slot: it runs without the lock
+  worker* first = nullptr;
+  {
+    std::lock_guard g(mu_);
+    self->keep = self;  // a copy: no allocation
+    self->next_queued = nullptr;
+    if (tail_ != nullptr)
+      tail_->next_queued = self.get();
+    else
+      head_ = self.get();
+    tail_ = self.get();
+    if (stop_) return;
+    // The threads that went idle last get the chunks: the top of the stack first. Each chunk
+    // is in its thread's slot, so it runs without the lock.
+    handed_.clear();
+    while (!idle_.empty() && head_ != nullptr) {
+      worker& w = *workers_[idle_.back()];
+      idle_.pop_back();
+      claim(w.j, w.i, w.hold);
+      handed_.push_back(&w);  // reserved for every thread: no allocation
+    }
+    // Thread k wakes threads 2k+1 and 2k+2 (set before any of them is woken).
+    for (std::size_t k = 0; k < handed_.size(); ++k) {
+      for (std::size_t c = 0; c < 2; ++c) {
+        const std::size_t kid = 2 * k + 1 + c;
+        handed_[k]->kids[c] = kid < handed_.size() ? handed_[kid] : nullptr;
+      }
+    }
+    if (!handed_.empty()) first = handed_.front();
   }
+  if (first != nullptr) first->wake.release();
 }
 
 void thread_pool::withdraw(job& j) noexcept {
@@ -151,6 +167,9 @@ void thread_pool::await_work(worker& w) const noexcept {
 void thread_pool::run(worker& w, unsigned self) noexcept {
   for (;;) {
     await_work(w);
+    for (worker*& k : w.kids) {
+      if (k != nullptr) std::exchange(k, nullptr)->wake.release();
+    }
     job* j = w.j;
     std::size_t i = w.i;
     std::shared_ptr<job> hold = std::move(w.hold);

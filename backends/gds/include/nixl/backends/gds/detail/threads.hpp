@@ -85,6 +85,10 @@ class thread_pool {
     job* j = nullptr;  // nullptr when woken: stop
     std::size_t i = 0;
     std::shared_ptr<job> hold;
+    /// Threads handed chunks by the same post, which this one wakes once it is woken: a post
+    /// wakes one thread, and each woken thread two more (a tree), so that the poster makes one
+    /// futex call however many chunks it hands out.
+    worker* kids[2] = {nullptr, nullptr};
     std::thread t;
   };
   /// Claims the next chunk of the front job (under `mu_`; the queue is not empty).
@@ -103,7 +107,8 @@ class thread_pool {
   job* tail_ = nullptr;
   bool stop_ = false;
   std::vector<std::unique_ptr<worker>> workers_;
-  std::vector<unsigned> idle_;  // a stack: the last one pushed is woken first
+  std::vector<unsigned> idle_;   // a stack: the last one pushed is woken first
+  std::vector<worker*> handed_;  // enqueue's scratch (under mu_): the threads it handed chunks
 };
 
 }  // namespace nixl::gds::detail

@@ -151,7 +151,8 @@ void backend::prepare(request& req, xfer_op op, std::span<const bound_desc<regio
             "the file without O_DIRECT",
             i, mem.addr, fil.addr, fil.len, fd, ma, oa);
     if (fil.len == 0) continue;
-    ops.push_back(detail::io_op{reinterpret_cast<std::byte*>(mem.addr), fil.addr, fil.len, 0, fd});
+    ops.push_back(
+        detail::io_op{reinterpret_cast<std::byte*>(mem.addr), fil.addr, fil.len, 0, fd, direct});
   }
   req.batch.ops = std::move(ops);
   req.batch.write = write.value_or(false);

@@ -42,6 +42,8 @@ struct io_op {
   std::size_t len = 0;
   std::size_t done = 0;
   int fd = -1;
+  bool direct = false;        // the file was opened with O_DIRECT
+  std::uint8_t requeued = 0;  // times the kernel canceled it and it was handed over again
   io_batch* owner = nullptr;  // set when the batch is submitted
   io_op* next = nullptr;      // engine-internal retry list
 };
@@ -84,6 +86,7 @@ struct io_batch {
     next_queued = nullptr;
     for (auto& op : ops) {
       op.done = 0;
+      op.requeued = 0;
       op.owner = this;
       op.next = nullptr;
     }

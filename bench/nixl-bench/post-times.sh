@@ -42,6 +42,8 @@ if [[ -z $gpu ]]; then
     --start_batch_size 64 --max_batch_size 64 --scatter
   ENVV="UCX_TLS=tcp UCX_NET_DEVICES=lo" run ucx-tcp --backend UCX "${sweep[@]}"
   run posix --backend POSIX --target_seg_type FILE --filepath "${FILE_DIR:-/tmp}" "${sweep[@]}"
+  run posix-read --backend POSIX --target_seg_type FILE --filepath "${FILE_DIR:-/tmp}" \
+    --op_type READ "${sweep[@]}"
   run libfabric --backend LIBFABRIC "${sweep[@]}"
 else
   gpu1=(--initiator_seg_type VRAM --target_seg_type VRAM)

@@ -1,13 +1,16 @@
 // The agent's waker (detail/waker.hpp): notify, drain, waits that end on time; and
-// request::wait / agent::wait_notifications over a backend that is only polled.
+// request::wait / agent::wait_notifications over a backend that is only polled; the poll watch
+// of the progress threads (detail/poll_watch.hpp).
 
 #include <poll.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include <nixl/agent.hpp>
+#include <nixl/detail/poll_watch.hpp>
 #include <nixl/detail/waker.hpp>
 
 #include "nixl_test/catch.hpp"
@@ -153,4 +156,42 @@ TEST_CASE("request::wait ends at its deadline while the transfer goes on", "[wak
     CHECK(took < timeout + slack);
   }
   CHECK(r.release() == status::success);
+}
+
+TEST_CASE("poll_watch: a poll opens the window, it closes after window_ns or at hand_back") {
+  using nixl::detail::poll_watch;
+  using nixl::detail::poll_window;
+  poll_watch w;
+  poll_window t;
+  const std::int64_t t0 = 1'000'000'000;  // the thread's clock, given: nothing here waits
+  CHECK_FALSE(t.update(w, t0));
+  CHECK_FALSE(t.changed());
+  CHECK_FALSE(w.open());
+
+  w.poll();
+  CHECK(w.polls() == 1);
+  CHECK(t.update(w, t0 + 10));
+  CHECK(t.changed());
+  CHECK(w.open());
+  // No new poll: open until window_ns after the one seen, then closed.
+  CHECK(t.update(w, t0 + 10 + poll_watch::window_ns - 1));
+  CHECK_FALSE(t.changed());
+  CHECK_FALSE(t.update(w, t0 + 10 + poll_watch::window_ns));
+  CHECK(t.changed());
+  CHECK_FALSE(w.open());
+
+  // `busy` counts as a poll without one.
+  CHECK(t.update(w, t0 + 5 * poll_watch::window_ns, true));
+  CHECK(w.open());
+
+  // hand_back closes it at the next pass, even right after a poll.
+  w.poll();
+  w.hand_back();
+  CHECK_FALSE(t.update(w, t0 + 5 * poll_watch::window_ns + 1));
+  CHECK(t.changed());
+  CHECK_FALSE(w.open());
+  // ... and only once: the next poll opens it again.
+  w.poll();
+  CHECK(t.update(w, t0 + 5 * poll_watch::window_ns + 2));
+  CHECK(poll_watch::tick_ns < poll_watch::window_ns);
 }

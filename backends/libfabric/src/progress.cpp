@@ -373,8 +373,7 @@ void engine::run() noexcept {
   for (auto& r : rails_) fds = fds && r->wait_fd >= 0;
   const std::int64_t spin = std::chrono::nanoseconds(cfg_.progress_spin).count();
   std::int64_t last_work = now_ns();
-  std::uint32_t seen_polls = 0;
-  std::int64_t last_poll = std::numeric_limits<std::int64_t>::min() / 2;
+  nixl::detail::poll_window window;
   while (!stop_.load(std::memory_order_acquire)) {
     const std::size_t n = progress();
     heartbeat();
@@ -382,17 +381,7 @@ void engine::run() noexcept {
     const std::int64_t now = now_ns();
     // The polled window: an application thread checked a request lately, so its next check
     // posts what a post hands over and wakes this thread (take_up); hand_back ends it at once.
-    const std::uint32_t polls = user_polls_.load(std::memory_order_relaxed);
-    if (handed_back_.exchange(false, std::memory_order_seq_cst)) {
-      seen_polls = polls;
-      last_poll = std::numeric_limits<std::int64_t>::min() / 2;
-    } else if (polls != seen_polls) {
-      seen_polls = polls;
-      last_poll = now;
-    }
-    const bool polled = now - last_poll < polled_window_ns;
-    if (polled != polled_.load(std::memory_order_relaxed))
-      polled_.store(polled, std::memory_order_seq_cst);
+    const bool polled = window.update(polls_, now);
     if (n > 0) last_work = now;
     // While transfers are in flight the thread polls: the tcp and shm providers move data
     // only when their completion queues are read.
@@ -403,7 +392,7 @@ void engine::run() noexcept {
     }
     if (now - last_work < spin) continue;
     const int timeout_ms =
-        polled ? polled_sleep_ms
+        polled ? static_cast<int>(nixl::detail::poll_watch::tick_ns / 1'000'000)
                : static_cast<int>(std::max<std::int64_t>(1, cfg_.heartbeat.count() / 4));
     sleeping_.store(true, std::memory_order_seq_cst);
     bool can_sleep = active_.load(std::memory_order_seq_cst) == 0;

@@ -95,11 +95,10 @@ status engine::start(op_slot* s) noexcept {
     // The progress thread posts it, or the request's first status check does. While the
     // application polls, that check comes first and wakes the thread itself: a wake-up here
     // would cost this post its core on a busy machine (the woken thread takes it), and the
-    // thread, polled, sleeps at most polled_sleep_ms.
+    // thread, polled, sleeps at most a tick (nixl/detail/poll_watch.hpp).
     s->handed.store(true, std::memory_order_relaxed);
     queue_retry(s);
-    if (sleeping_.load(std::memory_order_seq_cst) && !polled_.load(std::memory_order_seq_cst))
-      wake();
+    if (sleeping_.load(std::memory_order_seq_cst) && !polls_.open()) wake();
     return s->result();
   }
   if (sleeping_.load(std::memory_order_seq_cst)) wake();

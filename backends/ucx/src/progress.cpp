@@ -54,13 +54,14 @@ void engine::wake() noexcept {
 //  - event mode: it progresses the worker, keeps polling for `progress_spin` after work, then
 //    arms it and sleeps on its event fd; a post on the worker wakes it (kick);
 //  - driven mode: an application thread progresses the worker (request status polls, agent
-//    progress), seen as a changing `user_polls` counter. The thread then neither progresses
-//    nor arms that worker: incoming messages do not wake it, it does not compete with that
-//    thread for the cores, and it never holds the worker's lock when that thread wants it (on
-//    a busy machine a lock holder that loses its core stalls the poller for a time slice). It
-//    looks at the counter every tick and takes the worker back to event mode when no
-//    application thread has progressed it for two ticks, or at once when the thread that drove
-//    it says it stopped (request::wait, after its spin, before it sleeps: hand_back).
+//    progress), seen through the worker's poll_watch (nixl/detail/poll_watch.hpp). The thread
+//    then neither progresses nor arms that worker: incoming messages do not wake it, it does
+//    not compete with that thread for the cores, and it never holds the worker's lock when that
+//    thread wants it (on a busy machine a lock holder that loses its core stalls the poller for
+//    a time slice). It looks at the watch every tick and takes the worker back to event mode
+//    when no application thread has progressed it for two ticks (the watch's window), or at
+//    once when the thread that drove it says it stopped (request::wait, after its spin, before
+//    it sleeps: hand_back).
 // A missed event-fd wake-up (UCX 1.13 can miss one; NIXL polls every 1 ms for that reason) costs
 // at most 1 ms during traffic: the sleep after work is 1 ms, doubling while idle up to the
 // configured period.
@@ -70,11 +71,8 @@ void engine::run() noexcept {
   epoll_event evs[16];
   const std::int64_t spin_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.progress_spin).count();
-  constexpr std::int64_t tick_ns = 1'000'000;  // a wake-up per ms while driven (docs/ucx.md)
-  constexpr std::int64_t driven_window_ns = 2 * tick_ns;
-  std::vector<std::uint32_t> seen(nw, 0);
-  std::vector<std::int64_t> last_user(nw, std::numeric_limits<std::int64_t>::min() / 2);
-  std::vector<char> driven(nw, 0);
+  constexpr std::int64_t tick_ns = nixl::detail::poll_watch::tick_ns;  // a wake-up per tick
+  std::vector<nixl::detail::poll_window> driven(nw);  // per worker: driven mode (docs/ucx.md)
   std::vector<char> off(nw, 0);  // driven, or a bulk post in progress: not progressed, not armed
   std::int64_t last_work = 0;
   std::int64_t last_local_check = 0;
@@ -85,20 +83,11 @@ void engine::run() noexcept {
     bool any_driven = false;
     bool any_event = false;
     for (std::size_t i = 0; i < nw; ++i) {
-      const std::uint32_t u = watch_[i].user_polls.load(std::memory_order_relaxed);
-      if (watch_[i].handed_back.exchange(0, std::memory_order_seq_cst) != 0) {
-        seen[i] = u;  // the thread that drove it waits now: event mode at once
-        last_user[i] = std::numeric_limits<std::int64_t>::min() / 2;
-      } else if (u != seen[i] || watch_[i].app_posts.load(std::memory_order_relaxed) != 0) {
-        seen[i] = u;
-        last_user[i] = now;
-      }
-      const bool d = now - last_user[i] < driven_window_ns;
-      if (d != (driven[i] != 0)) {
-        driven[i] = d ? 1 : 0;
-        watch_[i].driven.store(driven[i], std::memory_order_seq_cst);
-        set_worker_events(i, !d);
-      }
+      // A handed-over post that an application thread's check is making counts as a poll; a
+      // thread that hands the worker back (it waits now) puts it in event mode at once.
+      const bool d = driven[i].update(watch_[i].polls, now,
+                                      watch_[i].app_posts.load(std::memory_order_relaxed) != 0);
+      if (driven[i].changed()) set_worker_events(i, !d);
       off[i] = d || watch_[i].bulk_posts.load(std::memory_order_acquire) != 0 ? 1 : 0;
       any_driven |= off[i] != 0;
       any_event |= off[i] == 0;

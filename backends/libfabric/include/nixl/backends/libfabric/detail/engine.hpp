@@ -30,6 +30,7 @@
 #include <nixl/detail/event_fd.hpp>
 #include <nixl/detail/gone_record.hpp>
 #include <nixl/detail/notif_inbox.hpp>
+#include <nixl/detail/poll_watch.hpp>
 #include <nixl/detail/recycled.hpp>
 #include <nixl/detail/unique_fd.hpp>
 #include <nixl/detail/waker.hpp>
@@ -280,7 +281,7 @@ class engine {
   /// posts on its own core at once), and wakes the thread if it sleeps (a post in the polled
   /// window leaves that to this check: docs/libfabric.md, "Posting").
   void take_up(op_slot* s) noexcept {
-    user_polls_.store(user_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    polls_.poll();
     if (s->handed.load(std::memory_order_relaxed)) pump(s);
     if (sleeping_.load(std::memory_order_seq_cst)) wake();
   }
@@ -288,16 +289,11 @@ class engine {
   /// window ends now, and a sleeping thread is woken for the posts left to it.
   void hand_back() noexcept {
     if (!thread_.joinable()) return;
-    handed_back_.store(true, std::memory_order_seq_cst);
-    if (polled_.load(std::memory_order_seq_cst) && sleeping_.load(std::memory_order_seq_cst))
-      wake();
+    polls_.hand_back();
+    if (polls_.open() && sleeping_.load(std::memory_order_seq_cst)) wake();
   }
   /// True while the progress thread counts an application thread as polling (the window).
-  bool polled() const noexcept { return polled_.load(std::memory_order_relaxed); }
-  /// How long after an application thread's last status check the progress thread counts as
-  /// polled (a post then does not wake it), and its longest sleep meanwhile.
-  static constexpr std::int64_t polled_window_ns = 2'000'000;
-  static constexpr int polled_sleep_ms = 1;
+  bool polled() const noexcept { return polls_.open(); }
 
   static constexpr std::chrono::milliseconds release_grace{20};
   static constexpr std::chrono::milliseconds contact_wait{200};
@@ -425,11 +421,8 @@ class engine {
   nixl::detail::unique_fd epoll_fd_;
   nixl::detail::event_fd wake_fd_;
   std::atomic<bool> sleeping_{false};
-  /// Status checks of requests in flight (take_up), a plain counter the thread watches, and
-  /// whether it saw one within `polled_window_ns` (set by the thread); hand_back ends that.
-  std::atomic<std::uint32_t> user_polls_{0};
-  std::atomic<bool> polled_{false};
-  std::atomic<bool> handed_back_{false};
+  /// Status checks of requests in flight (take_up) and the polled window the thread keeps.
+  nixl::detail::poll_watch polls_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

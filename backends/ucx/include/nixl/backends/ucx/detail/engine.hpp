@@ -31,6 +31,7 @@
 #include <nixl/detail/gone_record.hpp>
 #include <nixl/detail/host_identity.hpp>
 #include <nixl/detail/notif_inbox.hpp>
+#include <nixl/detail/poll_watch.hpp>
 #include <nixl/detail/recycled.hpp>
 #include <nixl/detail/thread_index.hpp>
 #include <nixl/detail/unique_fd.hpp>
@@ -168,9 +169,10 @@ struct peer_state {
 
 /// What the progress thread and the application threads tell each other about one worker.
 struct alignas(64) worker_watch {
-  /// Bumped by every progress an application thread makes on the worker (`check`, `progress`):
-  /// while it keeps changing, that thread drives the worker and the progress thread stays off it.
-  std::atomic<std::uint32_t> user_polls{0};
+  /// Polled by every progress an application thread makes on the worker (`check`, `progress`):
+  /// while its window is open, that thread drives the worker and the progress thread stays off
+  /// it (driven mode).
+  nixl::detail::poll_watch polls;
   /// The progress thread sleeps with this worker armed: a post must wake it.
   std::atomic<int> armed_sleep{0};
   /// Posts of many operations in progress on the worker (engine::bulk_post): the progress
@@ -180,11 +182,6 @@ struct alignas(64) worker_watch {
   /// cma copy takes milliseconds without a poll): the worker counts as driven meanwhile, so the
   /// next post does not find it in event mode and wake the progress thread.
   std::atomic<std::uint32_t> app_posts{0};
-  /// The progress thread holds the worker in driven mode (an application thread polls it).
-  std::atomic<int> driven{0};
-  /// An application thread stopped driving the worker (it sleeps in request::wait now): the
-  /// progress thread takes it back at once instead of after the driven window.
-  std::atomic<int> handed_back{0};
 };
 
 class engine {
@@ -273,26 +270,22 @@ class engine {
     if (!thread_.joinable() && p != nullptr && (p->pidfd >= 0 || p->local_alive)) probe(p);
   }
 
-  /// Tells the progress thread that an application thread progresses worker `i`. Plain load
-  /// and store, not an atomic increment: a changing value is all the thread needs to see.
-  void note_user_poll(std::size_t i) noexcept {
-    auto& polls = watch_[i].user_polls;
-    polls.store(polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  /// Tells the progress thread that an application thread progresses worker `i`.
+  void note_user_poll(std::size_t i) noexcept { watch_[i].polls.poll(); }
 
   bool worker_driven(std::uint32_t i) const noexcept {
-    return i < workers_.size() && watch_[i].driven.load(std::memory_order_seq_cst) != 0;
+    return i < workers_.size() && watch_[i].polls.open();
   }
   std::uint32_t worker_polls(std::uint32_t i) const noexcept {
-    return i < workers_.size() ? watch_[i].user_polls.load(std::memory_order_relaxed) : 0;
+    return i < workers_.size() ? watch_[i].polls.polls() : 0;
   }
 
   /// The application thread that drove worker `i` stops (it goes to sleep until a request ends):
   /// the progress thread, woken if it holds the worker in driven mode, takes it back now.
   void hand_back(std::uint32_t i) noexcept {
     if (!thread_.joinable()) return;
-    watch_[i].handed_back.store(1, std::memory_order_seq_cst);
-    if (watch_[i].driven.load(std::memory_order_seq_cst) != 0) wake();
+    watch_[i].polls.hand_back();
+    if (watch_[i].polls.open()) wake();
   }
 
   /// A request of at least this many operations is a bulk post (begin_bulk_post).

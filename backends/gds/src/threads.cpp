@@ -16,7 +16,6 @@ thread_pool::thread_pool(const cufile::library& lib, unsigned threads, std::stri
     : lib_(&lib), who_(who), spin_(spin) {
   workers_.reserve(threads);
   idle_.reserve(threads);
-  handed_.reserve(threads);
   try {
     for (unsigned i = 0; i < threads; ++i) {
       workers_.push_back(std::make_unique<worker>());
@@ -87,22 +86,19 @@ void thread_pool::enqueue(const std::shared_ptr<job>& self) noexcept {
     tail_ = self.get();
     if (stop_) return;
     // The threads that went idle last get the chunks: the top of the stack first. Each chunk
-    // is in its thread's slot, so it runs without the lock.
-    handed_.clear();
-    while (!idle_.empty() && head_ != nullptr) {
-      worker& w = *workers_[idle_.back()];
-      idle_.pop_back();
+    // is in its thread's slot, so it runs without the lock. The k-th thread handed one is woken
+    // by the ((k - 1) / 2)-th (a tree: set up before any of them is woken), the first by this.
+    const std::size_t top = idle_.size();
+    const auto handed = [&](std::size_t k) -> worker& { return *workers_[idle_[top - 1 - k]]; };
+    std::size_t k = 0;
+    for (; k < top && head_ != nullptr; ++k) {
+      worker& w = handed(k);
       claim(w.j, w.i, w.hold);
-      handed_.push_back(&w);  // reserved for every thread: no allocation
+      w.kids[0] = w.kids[1] = nullptr;
+      if (k > 0) handed((k - 1) / 2).kids[(k - 1) % 2] = &w;
     }
-    // Thread k wakes threads 2k+1 and 2k+2 (set before any of them is woken).
-    for (std::size_t k = 0; k < handed_.size(); ++k) {
-      for (std::size_t c = 0; c < 2; ++c) {
-        const std::size_t kid = 2 * k + 1 + c;
-        handed_[k]->kids[c] = kid < handed_.size() ? handed_[kid] : nullptr;
-      }
-    }
-    if (!handed_.empty()) first = handed_.front();
+    if (k > 0) first = &handed(0);
+    idle_.resize(top - k);
   }
   if (first != nullptr) first->wake.release();
 }

@@ -74,7 +74,8 @@ inline void fail(batch_queue& q, io_batch& b, int err, std::size_t idx) noexcept
 /// Base of the kernel-queue engines (io_uring, AIO): one lock, a FIFO of batches, a retry list
 /// and `depth` operations in the kernel at most. `Engine` (CRTP) provides the three steps of
 /// the progress loop: `reap(wait)` (completions taken, waiting for one when `wait`), `fill()`
-/// (operations prepared for the kernel) and `flush()` (hand them over; false on a hard error).
+/// (operations prepared for the kernel) and `flush()` (hand them over; false on a hard error),
+/// and may hide `begin_pass()` (a post or a check starts progressing).
 template <class Engine>
 class queue_engine {
  public:
@@ -112,7 +113,7 @@ class queue_engine {
   /// until neither step finds work.
   void progress_locked(bool wait) noexcept {
     auto& self = static_cast<Engine&>(*this);
-    inline_left_ = inline_budget;
+    self.begin_pass();
     for (;;) {
       unsigned reaped = self.reap(wait);
       wait = false;
@@ -174,14 +175,9 @@ class queue_engine {
   }
 
   bool has_work() const noexcept { return retry_ != nullptr || queue_.head() != nullptr; }
+  void begin_pass() noexcept {}
 
-  /// Bytes of buffered reads one pass (a post, a check) may leave for the kernel to copy inside
-  /// the submitting call; the rest go to its workers (io_uring: IOSQE_ASYNC). A page-cache read
-  /// is copied inside io_uring_enter: without a bound, a post of a 64 MiB read returned once the
-  /// 64 MiB were copied (6 ms on the project machine); 256 KiB take about 10 us.
-  static constexpr std::size_t inline_budget = std::size_t{256} << 10;
   static constexpr std::uint8_t max_requeues = 16;
-  std::size_t inline_left_ = 0;
 
   std::mutex mu_;
   batch_queue queue_;

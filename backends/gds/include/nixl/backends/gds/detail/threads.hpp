@@ -107,8 +107,7 @@ class thread_pool {
   job* tail_ = nullptr;
   bool stop_ = false;
   std::vector<std::unique_ptr<worker>> workers_;
-  std::vector<unsigned> idle_;   // a stack: the last one pushed is woken first
-  std::vector<worker*> handed_;  // enqueue's scratch (under mu_): the threads it handed chunks
+  std::vector<unsigned> idle_;  // a stack: the last one pushed is woken first
 };
 
 }  // namespace nixl::gds::detail

@@ -225,3 +225,21 @@ TEST_CASE("--use_device_api: WRITE, VRAM -> VRAM, UCX or CUDA, a block size with
     CHECK(check_args("--num_threads 8").o.buffer_size() == 8 * check_args("").o.per_thread());
   }
 }
+
+TEST_CASE("object stores: OBJ with curl or none, AZURE_BLOB without a baseline, DRAM only") {
+  auto c = check_args("--backend OBJ");
+  CHECK(c.error.empty());
+  CHECK(c.o.baseline == "curl");
+  CHECK(c.o.target_seg_type == "OBJ");
+  c = check_args("--backend AZURE_BLOB");
+  CHECK(c.error.empty());
+  CHECK(c.o.baseline == "none");
+  CHECK(c.o.object_store());
+  CHECK(c.o.local_only());
+  CHECK(check_args("--backend AZURE_BLOB --baseline curl").error.find("Shared Key") !=
+        std::string::npos);
+  CHECK(check_args("--backend AZURE_BLOB --initiator_seg_type VRAM").error.find("DRAM") !=
+        std::string::npos);
+  CHECK(check_args("--backend OBJ --baseline memcpy").error.find("curl or none") !=
+        std::string::npos);
+}

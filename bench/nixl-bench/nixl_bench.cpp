@@ -10,6 +10,7 @@
 //   nixl-bench --backend UCX --processes 1            # two agents in one process
 //   nixl-bench --backend POSIX --target_seg_type FILE # DRAM -> file, one agent (loopback)
 //   nixl-bench --backend OBJ                          # DRAM -> S3 objects, curl as baseline
+//   nixl-bench --backend AZURE_BLOB                   # DRAM -> Azure blobs (azurite)
 //   nixl-bench --use_device_api --initiator_seg_type VRAM --target_seg_type VRAM --num_threads 256
 //                                                     # a kernel puts through memory views
 //   nixl-bench --role target --port 5555 &            # two separate commands
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
 
   try {
     validate(o);
-    if (o.backend == "OBJ") return run_obj(o);
+    if (o.object_store()) return run_obj(o);
     if (o.role == "target") return run_target(o, -1);
     if (o.role == "initiator") return run_initiator(o, std::nullopt, -1);
     if (o.processes == 1) return run_initiator(o, std::nullopt, -1);

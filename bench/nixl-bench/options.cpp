@@ -44,8 +44,10 @@ void add_options(CLI::App& app, options& o) {
   auto size_opt = [&](const char* name, std::size_t& v, const char* help) {
     app.add_option(name, v, help)->transform(CLI::AsSizeValue(false));
   };
-  app.add_option("--backend", o.backend, "UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC or OBJ")
-      ->check(CLI::IsMember({"UCX", "POSIX", "CUDA", "GDS", "GDS_MT", "LIBFABRIC", "OBJ"}));
+  app.add_option("--backend", o.backend,
+                 "UCX, POSIX, CUDA, GDS, GDS_MT, LIBFABRIC, OBJ or AZURE_BLOB")
+      ->check(CLI::IsMember(
+          {"UCX", "POSIX", "CUDA", "GDS", "GDS_MT", "LIBFABRIC", "OBJ", "AZURE_BLOB"}));
   app.add_option("--initiator_seg_type", o.initiator_seg_type, "DRAM or VRAM")
       ->check(CLI::IsMember({"DRAM", "VRAM"}));
   app.add_option("--target_seg_type", o.target_seg_type, "DRAM, VRAM, FILE or OBJ")
@@ -200,13 +202,16 @@ void validate(options& o) {
     fail("--start_block_size must be between 1 and --max_block_size");
   if (o.start_batch_size == 0 || o.start_batch_size > o.max_batch_size)
     fail("--start_batch_size must be between 1 and --max_batch_size");
-  if (o.backend == "OBJ") {  // DRAM <-> objects in one process (obj_mode.cpp)
-    if (o.initiator_seg_type != "DRAM") fail("--backend OBJ moves DRAM: --initiator_seg_type DRAM");
+  if (o.object_store()) {  // DRAM <-> objects in one process (obj_mode.cpp)
+    if (o.initiator_seg_type != "DRAM")
+      fail("--backend " + o.backend + " moves DRAM: --initiator_seg_type DRAM");
     o.target_seg_type = "OBJ";
     o.processes = 1;
-    if (o.baseline == "auto") o.baseline = "curl";
-    if (o.baseline != "curl" && o.baseline != "none")
-      fail("--backend OBJ: --baseline curl or none");
+    const bool s3 = o.backend == "OBJ";
+    if (o.baseline == "auto") o.baseline = s3 ? "curl" : "none";
+    if (o.baseline != "none" && (!s3 || o.baseline != "curl"))
+      fail(s3 ? "--backend OBJ: --baseline curl or none"
+              : "--backend AZURE_BLOB: --baseline none (curl cannot sign Shared Key)");
     return;
   }
   (void)o.initiator_kind();

@@ -112,8 +112,10 @@ struct options {
   std::size_t buffer_size() const {
     return per_thread() * static_cast<std::size_t>(host_threads());
   }
+  /// OBJ or AZURE_BLOB: a run of obj_mode.cpp.
+  bool object_store() const { return backend == "OBJ" || backend == "AZURE_BLOB"; }
   bool local_only() const {
-    return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT" || backend == "OBJ";
+    return backend == "POSIX" || backend == "GDS" || backend == "GDS_MT" || object_store();
   }
 };
 

@@ -3,13 +3,15 @@
 # runs whose Avg Post and P99 Post columns are the figure (prep, status and release not counted),
 # one after another, then post_table.py's table (goal: every p99 under 20 us).
 #
-#   bench/nixl-bench/post-times.sh OUTDIR            # UCX, POSIX, LIBFABRIC on this machine
+#   bench/nixl-bench/post-times.sh OUTDIR            # UCX, POSIX, LIBFABRIC, OBJ, AZURE_BLOB
 #   bench/nixl-bench/post-times.sh --gpu OUTDIR      # a GPU machine: CUDA, UCX DRAM <-> VRAM
-# (OBJ's mode of nixl-bench does not time post; GDS: compare.sh --gpu leaves its CSVs, which
-# post_table.py reads as well.)
+# (GDS: compare.sh --gpu leaves its CSVs, which post_table.py reads as well. OBJ and AZURE_BLOB
+# run against an s3rver and an azurite that nixl-bench starts; a store that is not installed
+# leaves its rows out.)
 #
 # Environment: NIXL_BENCH (nixl-bench; default build/ci/... or, with --gpu, the one of $BUILD),
-# ITER (iterations per point, default 200), FILE_DIR (POSIX files, default /tmp).
+# ITER (iterations per point, default 200; OBJ_ITER for the object stores, default 100),
+# FILE_DIR (POSIX files, default /tmp).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu=""
@@ -45,6 +47,14 @@ if [[ -z $gpu ]]; then
   run posix-read --backend POSIX --target_seg_type FILE --filepath "${FILE_DIR:-/tmp}" \
     --op_type READ "${sweep[@]}"
   run libfabric --backend LIBFABRIC "${sweep[@]}"
+  # Object stores: one object per request, up to 16 MiB (a local server's disk is the bound).
+  objs=(--start_block_size 4K --max_block_size 16M --num_iter "${OBJ_ITER:-100}" --warmup_iter 5
+        --large_blk_iter_ftr 4 --baseline none)
+  for be in OBJ AZURE_BLOB; do
+    for op in WRITE READ; do
+      run "${be,,}-${op,,}" --backend "$be" --op_type "$op" "${objs[@]}"
+    done
+  done
 else
   gpu1=(--initiator_seg_type VRAM --target_seg_type VRAM)
   run cuda --backend CUDA "${gpu1[@]}" --processes 1 "${sweep[@]}"

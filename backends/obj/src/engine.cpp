@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 #include <nixl/backends/obj/check.hpp>
+#include <nixl/detail/poll_watch.hpp>
 #include <nixl/log.hpp>
 
 #include "gpu.hpp"
@@ -106,17 +107,38 @@ class engine {
   }
   const http_config& cfg() const noexcept { return cfg_; }
 
-  status post(xfer& x) noexcept {
+  /// Queues the request for the thread, without a lock (a push on the submission stack). While
+  /// an application thread polls (the poll watch's window, nixl/detail/poll_watch.hpp) the post
+  /// does not wake the thread: the next status check does (take_up), and the thread sleeps at
+  /// most a tick meanwhile. On a busy machine the woken thread takes the poster's core, and the
+  /// post returned a time slice later (docs/obj.md, "Posting"). `wake`: wake it in any case.
+  status post(xfer& x, bool wake = false) noexcept {
     if (x.state.busy()) return status::repost_active;
-    {
-      std::lock_guard l(mu_);
-      x.state.start();
-      x.next_submit = submit_;
-      submit_ = &x;
+    x.state.start();
+    x.next_submit = submit_.load(std::memory_order_relaxed);
+    while (!submit_.compare_exchange_weak(x.next_submit, &x, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed)) {
+    }
+    // seq_cst, after the push: the thread closes the window before it takes the submissions, so
+    // either it takes this one or this sees the window closed and wakes it.
+    if (!wake && polls_.open()) {
+      wake_due_.store(true, std::memory_order_relaxed);
+      return status::in_progress;
     }
     curl_multi_wakeup(multi_);
     return status::in_progress;
   }
+
+  /// A status check of a request in flight: counts as a poll, and wakes the thread for the
+  /// posts that left that to it.
+  void take_up() noexcept {
+    polls_.poll();
+    if (wake_due_.load(std::memory_order_relaxed) &&
+        wake_due_.exchange(false, std::memory_order_relaxed))
+      curl_multi_wakeup(multi_);
+  }
+  /// True while the thread counts an application thread as polling (a test's probe).
+  bool polled() const noexcept { return polls_.open(); }
 
   void cancel_and_wait(xfer& x) noexcept {
     std::unique_lock l(mu_);
@@ -134,7 +156,7 @@ class engine {
 
   /// Posts and waits for the end, bounded: the deadline of every operation and its stages.
   void run_sync(xfer& x) {
-    if (post(x) != status::in_progress)
+    if (post(x, true) != status::in_progress)
       raise(status::repost_active, "{}: request already in flight", d_->name());
     const auto limit = cfg_.request_timeout * 4 + std::chrono::seconds(5);
     std::unique_lock l(mu_);
@@ -148,13 +170,22 @@ class engine {
  private:
   void run() noexcept {
     std::vector<xfer*> started, canceled;
+    nixl::detail::poll_window window;
     while (true) {
       bool ended_here = false;
+      // Before the submissions are taken (post reads the window after its push).
+      const bool polled =
+          window.update(polls_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
       {
         std::lock_guard l(mu_);
         if (stop_) break;
-        for (xfer* x = submit_; x != nullptr; x = x->next_submit) started.push_back(x);
-        submit_ = nullptr;
+        // Cleared first: a post after the exchange keeps its wake-up for take_up.
+        wake_due_.store(false, std::memory_order_relaxed);
+        for (xfer* x = submit_.exchange(nullptr, std::memory_order_seq_cst); x != nullptr;
+             x = x->next_submit)
+          started.push_back(x);
         for (xfer* x = cancel_; x != nullptr; x = x->next_cancel) {
           x->cancel_queued = false;
           // Posted and canceled before it started: it ends here, and is not touched again (its
@@ -191,7 +222,8 @@ class engine {
         finished(*static_cast<http_op*>(p), m->data.result);
       }
       pump();
-      int timeout = 200;
+      // Polled: a post may have left its wake-up to a status check that does not come.
+      int timeout = polled ? static_cast<int>(nixl::detail::poll_watch::tick_ns / 1'000'000) : 200;
       const auto now = clock::now();
       if (!ready_.empty() && inflight_.size() < cfg_.max_inflight) timeout = 0;
       for (http_op* op : waiting_)
@@ -674,8 +706,10 @@ class engine {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  xfer* submit_ = nullptr;
+  std::atomic<xfer*> submit_{nullptr};  // posted, not taken yet (a stack: last first)
   xfer* cancel_ = nullptr;
+  nixl::detail::poll_watch polls_;     // status checks of requests in flight (take_up)
+  std::atomic<bool> wake_due_{false};  // a post left the thread's wake-up to take_up
   // Engine thread only.
   std::deque<http_op*> ready_;
   std::deque<http_op*> waiting_;
@@ -755,7 +789,11 @@ status post(store& s, xfer& x) noexcept {
 
 status check(store& s, xfer& x) noexcept {
   const status r = x.state.result();
-  if (!x.state.ended() || r == status::success || r == status::canceled) return r;
+  if (!x.state.ended()) {
+    s.eng.take_up();
+    return r;
+  }
+  if (r == status::success || r == status::canceled) return r;
   if (!x.reported) {
     x.reported = true;
     try {
@@ -763,8 +801,11 @@ status check(store& s, xfer& x) noexcept {
     } catch (...) {
     }
   }
-  (void)s;
   return r;
+}
+
+bool polled(const store& s) noexcept {
+  return s.eng.polled();
 }
 
 status release(store& s, xfer& x) noexcept {

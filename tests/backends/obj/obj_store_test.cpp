@@ -370,6 +370,48 @@ NIXL_STORE_TEST_CASE("release cancels a request in flight", release_in_flight) {
   srv.resume();
 }
 
+NIXL_STORE_TEST_CASE("a post while the application polls: unchecked, it still ends", polled) {
+  server srv(Store::server);
+  NIXL_REQUIRE_SERVER(srv);
+  store_rig<Store> r(Store::params(srv.endpoint()));
+  const std::uint64_t dev = r.objects({"polled"})[0];
+  auto src = pattern(64u << 10, 4);
+  std::vector<std::byte> dst(src.size());
+  for (const auto* v : {&src, &dst}) r.memory(*v);
+  auto w = r.request(nixl::xfer_op::write, src, {{0, dev, 0, src.size()}});
+  auto rd = r.request(nixl::xfer_op::read, dst, {{0, dev, 0, dst.size()}});
+  // Status checks of requests in flight open the window (the thread sees them within a tick).
+  const auto poll_into_window = [&] {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (!r.be().polled_window() && std::chrono::steady_clock::now() < until)
+      REQUIRE(run(w) == nixl::status::success);
+    return r.be().polled_window();
+  };
+  REQUIRE(poll_into_window());
+  // Posted in the window and never checked: the post left the thread asleep, which takes the
+  // request up within its tick; it is sent (counted by the thread) and ends.
+  const auto sent = r.be().stats().attempts;
+  REQUIRE(rd.post() == nixl::status::in_progress);
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (r.be().stats().attempts == sent && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  CHECK(r.be().stats().attempts > sent);
+  REQUIRE(finish(rd, nixl::status::in_progress) == nixl::status::success);
+  CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+  // Without checks the window closes by itself; a post then wakes the thread.
+  const auto until2 = std::chrono::steady_clock::now() + 30s;
+  while (r.be().polled_window() && std::chrono::steady_clock::now() < until2)
+    std::this_thread::sleep_for(1ms);
+  CHECK_FALSE(r.be().polled_window());
+  std::memset(dst.data(), 0, dst.size());
+  REQUIRE(run(rd) == nixl::status::success);
+  CHECK(std::memcmp(src.data(), dst.data(), dst.size()) == 0);
+  // Released in the window before the thread took it up: canceled, nothing left behind.
+  REQUIRE(poll_into_window());
+  REQUIRE(w.post() == nixl::status::in_progress);
+  CHECK(w.release() == nixl::status::success);
+}
+
 }  // namespace
 
 TEST_CASE("obj: multipart with 5 MiB parts; a range straddling the end; no write at an offset",

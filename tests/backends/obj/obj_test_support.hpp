@@ -109,17 +109,22 @@ inline std::uintptr_t addr(const std::vector<std::byte>& v, std::size_t off = 0)
   return reinterpret_cast<std::uintptr_t>(v.data() + off);
 }
 
-/// Posts `req` and polls it to the end, for at most `limit`; `unknown` when the limit passed.
+/// Polls a posted `req` (its post said `s`) to the end, for at most `limit`; `unknown` when the
+/// limit passed.
 template <class Req>
-nixl::status run(Req& req, std::chrono::milliseconds limit = 60s) {
+nixl::status finish(Req& req, nixl::status s, std::chrono::milliseconds limit = 60s) {
   const auto end = std::chrono::steady_clock::now() + limit;
-  auto s = req.post();
   while (s == nixl::status::in_progress) {
     if (std::chrono::steady_clock::now() > end) return nixl::status::unknown;
     std::this_thread::sleep_for(200us);
     s = req.status();
   }
   return s;
+}
+/// Posts `req` and polls it to the end (finish).
+template <class Req>
+nixl::status run(Req& req, std::chrono::milliseconds limit = 60s) {
+  return finish(req, req.post(), limit);
 }
 
 /// One agent with backend `B`, and calls that move buffers to and from keys.

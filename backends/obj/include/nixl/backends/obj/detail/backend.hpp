@@ -153,6 +153,10 @@ class basic_backend {
 
   /// HTTP requests sent so far, and how many of them were retries.
   store_stats stats() const noexcept { return detail::stats(*store_); }
+  /// True while the engine's thread counts an application thread as polling (a status check of
+  /// a request in flight within the last 2 ms): a post then leaves the thread's wake-up to the
+  /// next check (docs/obj.md, "Posting").
+  bool polled_window() const noexcept { return detail::polled(*store_); }
 
   /// Creates the bucket or container when it does not exist yet (not part of NIXL; for tests
   /// and benchmarks against local servers).

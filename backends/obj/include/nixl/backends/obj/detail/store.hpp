@@ -71,8 +71,12 @@ xfer_ptr make_xfer(store&, std::vector<object_io> ios);
 
 /// Queues the request on the engine's thread (`in_progress`), or `repost_active`.
 status post(store&, xfer&) noexcept;
-/// `in_progress`, `success`, or the failure's status (its message logged once).
+/// `in_progress`, `success`, or the failure's status (its message logged once). A check of a
+/// request in flight counts as the application polling (posts then leave the thread's wake-up
+/// to the next check: docs/obj.md, "Posting").
 status check(store&, xfer&) noexcept;
+/// True while the engine's thread counts an application thread as polling.
+bool polled(const store&) noexcept;
 /// Cancels what is queued or in flight and waits until the engine let go of it.
 status release(store&, xfer&) noexcept;
 /// The last failure's message: what the server said, or why the request did not reach it.

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <thread>
 
 #include <rdma/fi_cm.h>
@@ -392,7 +391,7 @@ void engine::run() noexcept {
     }
     if (now - last_work < spin) continue;
     const int timeout_ms =
-        polled ? static_cast<int>(nixl::detail::poll_watch::tick_ns / 1'000'000)
+        polled ? nixl::detail::poll_watch::tick_ms
                : static_cast<int>(std::max<std::int64_t>(1, cfg_.heartbeat.count() / 4));
     sleeping_.store(true, std::memory_order_seq_cst);
     bool can_sleep = active_.load(std::memory_order_seq_cst) == 0;

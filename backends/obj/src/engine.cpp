@@ -223,7 +223,7 @@ class engine {
       }
       pump();
       // Polled: a post may have left its wake-up to a status check that does not come.
-      int timeout = polled ? static_cast<int>(nixl::detail::poll_watch::tick_ns / 1'000'000) : 200;
+      int timeout = polled ? nixl::detail::poll_watch::tick_ms : 200;
       const auto now = clock::now();
       if (!ready_.empty() && inflight_.size() < cfg_.max_inflight) timeout = 0;
       for (http_op* op : waiting_)

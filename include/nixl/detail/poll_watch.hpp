@@ -24,6 +24,7 @@ class poll_watch {
  public:
   /// The progress thread's longest sleep while the window is open.
   static constexpr std::int64_t tick_ns = 1'000'000;
+  static constexpr int tick_ms = static_cast<int>(tick_ns / 1'000'000);
   /// How long after the last poll the window stays open.
   static constexpr std::int64_t window_ns = 2 * tick_ns;
 

@@ -98,10 +98,10 @@ status engine::start(op_slot* s) noexcept {
     // thread, polled, sleeps at most a tick (nixl/detail/poll_watch.hpp).
     s->handed.store(true, std::memory_order_relaxed);
     queue_retry(s);
-    if (sleeping_.load(std::memory_order_seq_cst) && !polls_.open()) wake();
+    if (!polls_.open()) wake_sleeper();
     return s->result();
   }
-  if (sleeping_.load(std::memory_order_seq_cst)) wake();
+  wake_sleeper();
   pump(s);
   return s->result();
 }

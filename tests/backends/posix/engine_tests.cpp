@@ -194,7 +194,7 @@ TEST_CASE("posix: write then read back", "[posix]") {
 TEST_CASE("posix: io_uring leaves a large page-cache read to the kernel's workers", "[posix]") {
   // A buffered read of cached pages is copied inside io_uring_enter unless it is marked async:
   // a post of 64 MiB then returned with the data copied (`success`) after milliseconds. Now
-  // only 64 KiB per pass are left inline, so the post returns `in_progress` (a post preempted
+  // at most 256 KiB per pass are copied inline, so the post returns `in_progress` (a post preempted
   // for the whole copy between its submit and its reap could still see the end: five tries).
   scratch tmp;
   fd_guard f(::open((tmp / "cached").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));

@@ -283,14 +283,14 @@ class engine {
   void take_up(op_slot* s) noexcept {
     polls_.poll();
     if (s->handed.load(std::memory_order_relaxed)) pump(s);
-    if (sleeping_.load(std::memory_order_seq_cst)) wake();
+    wake_sleeper();
   }
   /// The application thread that polled stops (request::wait, before it sleeps): the polled
   /// window ends now, and a sleeping thread is woken for the posts left to it.
   void hand_back() noexcept {
     if (!thread_.joinable()) return;
     polls_.hand_back();
-    if (polls_.open() && sleeping_.load(std::memory_order_seq_cst)) wake();
+    if (polls_.open()) wake_sleeper();
   }
   /// True while the progress thread counts an application thread as polling (the window).
   bool polled() const noexcept { return polls_.open(); }
@@ -342,6 +342,13 @@ class engine {
   std::unique_ptr<parked_engine> take_resources() noexcept;
   void run() noexcept;
   void wake() noexcept;
+  /// Wakes the progress thread if it sleeps, once per sleep: the first caller takes the flag,
+  /// so the status checks of a polling application write the eventfd once, not each time.
+  void wake_sleeper() noexcept {
+    if (sleeping_.load(std::memory_order_seq_cst) &&
+        sleeping_.exchange(false, std::memory_order_seq_cst))
+      wake();
+  }
   void start_thread();
   /// Header, sender name and `msg`: a notification, or an abort notice (`abort`).
   std::string text_message(bool abort, std::string_view msg) const;

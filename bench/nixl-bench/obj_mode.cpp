@@ -80,13 +80,9 @@ struct s3_store {
 struct azure_store {
   using backend = nixl::azure_blob::backend;
   static constexpr const char* server = "azure";
-  static constexpr const char* account = "devstoreaccount1";
   static void defaults(nixl::params& p, const std::string& endpoint) {
-    p["account_url"] = "http://" + endpoint + "/" + account;
-    p.emplace("account_name", account);
-    p.emplace("account_key",
-              "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
-              "KBHBeksoGMGw==");
+    p["account_url"] = fmt::format("http://{}/{}", endpoint, nixl::azure_blob::development_account);
+    p.emplace("connection_string", "UseDevelopmentStorage=true");
     p.emplace("container_name", "nixl-test");
   }
   static bool given(const nixl::params& p) {

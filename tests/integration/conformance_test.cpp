@@ -147,10 +147,7 @@ struct setup<nixl::azure_blob::backend> : store_setup<nixl::azure_blob::backend>
   setup() : store_setup("azure") {}
   nixl::params params() const {
     // azurite's well-known development account
-    return {{"account_name", "devstoreaccount1"},
-            {"account_key",
-             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
-             "KBHBeksoGMGw=="},
+    return {{"connection_string", "UseDevelopmentStorage=true"},
             {"container_name", "nixl-conf"},
             {"account_url", "http://" + endpoint() + "/devstoreaccount1"},
             {"request_timeout_ms", "20000"}};

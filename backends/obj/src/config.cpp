@@ -157,7 +157,8 @@ config config::from_params(const nixl::params& p) {
   config c;
   const std::string cs =
       obj::param_or_env(p, "connection_string", {"AZURE_STORAGE_CONNECTION_STRING"});
-  std::string url;
+  std::string url, proxy;
+  bool dev = false;
   std::string_view rest = cs;
   while (!rest.empty()) {
     const auto semi = rest.find(';');
@@ -174,6 +175,22 @@ config config::from_params(const nixl::params& p) {
       url = std::string(v);
     else if (k == "DefaultEndpointsProtocol")
       c.scheme = std::string(v);
+    else if (k == "UseDevelopmentStorage")
+      dev = v == "true" || v == "True";
+    else if (k == "DevelopmentStorageProxyUri")
+      proxy = std::string(v);
+  }
+  if (dev) {
+    // Azure's storage emulator (azurite): its well-known account, blob service on port 10000
+    // of the loopback host or of the proxy named. The keys of the string above still win.
+    if (c.account_name.empty()) c.account_name = std::string(development_account);
+    if (c.account_key.empty()) c.account_key = std::string(development_key);
+    if (url.empty()) {
+      if (proxy.empty()) proxy = "http://127.0.0.1";
+      if (proxy.find("://") == std::string::npos) proxy = "http://" + proxy;
+      while (!proxy.empty() && proxy.back() == '/') proxy.pop_back();
+      url = proxy + ":10000/" + c.account_name;
+    }
   }
   c.account_name = obj::param_or_env(p, "account_name", {"AZURE_STORAGE_ACCOUNT"}, c.account_name);
   c.account_key = obj::param_or_env(p, "account_key", {"AZURE_STORAGE_KEY"}, c.account_key);

@@ -74,13 +74,15 @@ struct azure_store {
   using backend = nixl::azure_blob::backend;
   static constexpr const char* server = "azure";
   static constexpr const char* name = "AZURE_BLOB";
-  static constexpr const char* account = "devstoreaccount1";
-  static constexpr const char* account_key =
-      "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+  static constexpr std::string_view account = nixl::azure_blob::development_account;
+  static constexpr std::string_view account_key = nixl::azure_blob::development_key;
   static nixl::params params(const std::string& endpoint) {
-    return {{"account_name", account},       {"account_key", account_key},
-            {"container_name", "nixl-test"}, {"account_url", "http://" + endpoint + "/" + account},
-            {"request_timeout_ms", "20000"}, {"retry_backoff_ms", "20"}};
+    return {{"account_name", std::string(account)},
+            {"account_key", std::string(account_key)},
+            {"container_name", "nixl-test"},
+            {"account_url", fmt::format("http://{}/{}", endpoint, account)},
+            {"request_timeout_ms", "20000"},
+            {"retry_backoff_ms", "20"}};
   }
   static void prepare(backend& b) { b.create_bucket(); }
   /// HTTP requests of a PUT in `parts` blocks: the blocks, the block list.
@@ -489,10 +491,10 @@ TEST_CASE("azure: a connection string, as Azure's tools give it; a key that is n
     CHECK_THROWS_AS(ag.create_backend<azure_store::backend>(bad), nixl::error);
   }
   const nixl::params p{
-      {"connection_string", std::string("DefaultEndpointsProtocol=http;AccountName=") +
-                                azure_store::account + ";AccountKey=" + azure_store::account_key +
-                                ";BlobEndpoint=http://" + srv.endpoint() + "/" +
-                                azure_store::account + ";"},
+      {"connection_string",
+       fmt::format("DefaultEndpointsProtocol=http;AccountName={0};AccountKey={1};"
+                   "BlobEndpoint=http://{2}/{0};",
+                   azure_store::account, azure_store::account_key, srv.endpoint())},
       {"container_name", "nixl-test"}};
   store_rig<azure_store> r(p);
   const auto devs = r.objects({"cs"});
@@ -501,4 +503,39 @@ TEST_CASE("azure: a connection string, as Azure's tools give it; a key that is n
   r.memory(src);
   r.memory(dst);
   r.round_trip(src, dst, devs[0]);
+  // azurite's shorthand: its account and key; the account_url names the port of this server
+  const nixl::params dev{{"connection_string", "UseDevelopmentStorage=true"},
+                         {"account_url", fmt::format("http://{}/{}", srv.endpoint(),
+                                                     nixl::azure_blob::development_account)},
+                         {"container_name", "nixl-test"}};
+  store_rig<azure_store> d(dev);
+  std::vector<std::byte> back(5000);
+  d.memory(src);
+  d.memory(back);
+  d.round_trip(src, back, d.objects({"dev"})[0]);
+}
+
+TEST_CASE("azure: UseDevelopmentStorage names azurite's account and endpoint", "[obj][azure]") {
+  using nixl::azure_blob::config;
+  const auto c = config::from_params(
+      {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", "c"}});
+  CHECK(c.account_name == nixl::azure_blob::development_account);
+  CHECK(c.account_key == nixl::azure_blob::development_key);
+  CHECK(c.to_params().at("account_url") == "http://127.0.0.1:10000/devstoreaccount1");
+  const auto proxied = config::from_params(
+      {{"connection_string", "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://[::1]/"},
+       {"container_name", "c"}});
+  CHECK(proxied.to_params().at("account_url") == "http://[::1]:10000/devstoreaccount1");
+  // the string's own keys and the parameters still win
+  const auto named =
+      config::from_params({{"connection_string", "UseDevelopmentStorage=true;AccountName=other"},
+                           {"account_key", "a2V5"},
+                           {"container_name", "c"}});
+  CHECK(named.account_name == "other");
+  CHECK(named.account_key == "a2V5");
+  CHECK(named.to_params().at("account_url") == "http://127.0.0.1:10000/other");
+  // without it, no account: a clear error
+  CHECK_THROWS_AS(config::from_params({{"connection_string", "UseDevelopmentStorage=false"},
+                                       {"container_name", "c"}}),
+                  nixl::error);
 }

@@ -30,10 +30,7 @@ struct az_kind {
   using backend = nixl::azure_blob::backend;
   static constexpr const char* server = "azure";
   static nixl::params params(const std::string& ep, const std::string& timeout_ms = "30000") {
-    return {{"account_name", "devstoreaccount1"},
-            {"account_key",
-             "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
-             "K1SZFPTOtr/KBHBeksoGMGw=="},
+    return {{"connection_string", "UseDevelopmentStorage=true"},
             {"container_name", "nixl-test"},
             {"account_url", "http://" + ep + "/devstoreaccount1"},
             {"request_timeout_ms", timeout_ms},

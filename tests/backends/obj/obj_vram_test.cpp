@@ -33,10 +33,7 @@ nixl::params s3_params() {
 }
 
 nixl::params az_params() {
-  return {{"account_name", "devstoreaccount1"},
-          {"account_key",
-           "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
-           "K1SZFPTOtr/KBHBeksoGMGw=="},
+  return {{"connection_string", "UseDevelopmentStorage=true"},
           {"container_name", "nixl-test"},
           {"account_url", "http://127.0.0.1:9/devstoreaccount1"}};
 }

@@ -7,7 +7,8 @@
 #   bench/nixl-bench/post-times.sh --gpu OUTDIR      # a GPU machine: CUDA, UCX DRAM <-> VRAM
 # (GDS: compare.sh --gpu leaves its CSVs, which post_table.py reads as well. OBJ and AZURE_BLOB
 # run against an s3rver and an azurite that nixl-bench starts; a store that is not installed
-# leaves its rows out.)
+# leaves its rows out.) Beside POSIX READ, nixl-uring-submit (next to nixl-bench) times
+# io_uring_submit itself in the engine's pattern: posix-read-anchor.txt, the kernel's share.
 #
 # Environment: NIXL_BENCH (nixl-bench; default build/ci/... or, with --gpu, the one of $BUILD),
 # ITER (iterations per point, default 200; OBJ_ITER for the object stores, default 100),
@@ -46,6 +47,12 @@ if [[ -z $gpu ]]; then
   run posix --backend POSIX --target_seg_type FILE --filepath "${FILE_DIR:-/tmp}" "${sweep[@]}"
   run posix-read --backend POSIX --target_seg_type FILE --filepath "${FILE_DIR:-/tmp}" \
     --op_type READ "${sweep[@]}"
+  anchor=$(dirname "$bench")/nixl-uring-submit
+  if [[ -x $anchor ]]; then
+    timeout 600 "$anchor" --dir "${FILE_DIR:-/tmp}" --start 4K --max 64M --iter "$iter" \
+      --warmup 10 --large_ftr 4 >"$out/posix-read-anchor.txt" 2>&1
+    echo "  posix-read-anchor: rc $?"
+  fi
   run libfabric --backend LIBFABRIC "${sweep[@]}"
   # Object stores: one object per request, up to 16 MiB (a local server's disk is the bound).
   objs=(--start_block_size 4K --max_block_size 16M --num_iter "${OBJ_ITER:-100}" --warmup_iter 5

@@ -2,6 +2,7 @@
 
 #include <nixl/backends/obj/config.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -188,7 +189,11 @@ config config::from_params(const nixl::params& p) {
     if (url.empty()) {
       if (proxy.empty()) proxy = "http://127.0.0.1";
       if (proxy.find("://") == std::string::npos) proxy = "http://" + proxy;
-      while (!proxy.empty() && proxy.back() == '/') proxy.pop_back();
+      // the proxy's host only, on the emulator's port (Azure's SDKs replace any port given)
+      const auto host_at = proxy.find("://") + 3;
+      proxy.erase(std::min(proxy.size(), proxy.find('/', host_at)));
+      const auto colon = proxy.rfind(':');
+      if (colon >= host_at && proxy.find(']', colon) == std::string::npos) proxy.erase(colon);
       url = proxy + ":10000/" + c.account_name;
     }
   }
@@ -204,6 +209,17 @@ config config::from_params(const nixl::params& p) {
           "AZURE_BLOB: no key; set account_key, AZURE_STORAGE_KEY or a connection_string");
   if (c.container.empty())
     raise(status::invalid_param, "AZURE_BLOB: no container; set container_name");
+  // Azure's rule for container names ("$root", "$web" and the like are its own)
+  if (c.container.front() != '$' &&
+      (c.container.size() < 3 || c.container.size() > 63 ||
+       c.container.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+           std::string::npos ||
+       c.container.front() == '-' || c.container.back() == '-' ||
+       c.container.find("--") != std::string::npos))
+    raise(status::invalid_param,
+          "AZURE_BLOB: container_name '{}': give 3-63 lowercase letters, digits and single "
+          "hyphens, starting and ending with a letter or digit",
+          c.container);
   if (url.empty()) {
     c.host = c.account_name + ".blob.core.windows.net";
   } else {

@@ -518,24 +518,44 @@ TEST_CASE("azure: a connection string, as Azure's tools give it; a key that is n
 TEST_CASE("azure: UseDevelopmentStorage names azurite's account and endpoint", "[obj][azure]") {
   using nixl::azure_blob::config;
   const auto c = config::from_params(
-      {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", "c"}});
+      {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", "ccc"}});
   CHECK(c.account_name == nixl::azure_blob::development_account);
   CHECK(c.account_key == nixl::azure_blob::development_key);
   CHECK(c.to_params().at("account_url") == "http://127.0.0.1:10000/devstoreaccount1");
   const auto proxied = config::from_params(
       {{"connection_string", "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://[::1]/"},
-       {"container_name", "c"}});
+       {"container_name", "ccc"}});
   CHECK(proxied.to_params().at("account_url") == "http://[::1]:10000/devstoreaccount1");
+  const auto ported = config::from_params(
+      {{"connection_string",
+        "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://emulator.local:8080/x"},
+       {"container_name", "ccc"}});
+  CHECK(ported.to_params().at("account_url") == "http://emulator.local:10000/devstoreaccount1");
+  // a BlobEndpoint in the same string names azurite on another port
+  const auto other_port = config::from_params(
+      {{"connection_string",
+        "UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:4242/devstoreaccount1"},
+       {"container_name", "ccc"}});
+  CHECK(other_port.to_params().at("account_url") == "http://127.0.0.1:4242/devstoreaccount1");
+  CHECK(other_port.account_key == nixl::azure_blob::development_key);
   // the string's own keys and the parameters still win
   const auto named =
       config::from_params({{"connection_string", "UseDevelopmentStorage=true;AccountName=other"},
                            {"account_key", "a2V5"},
-                           {"container_name", "c"}});
+                           {"container_name", "ccc"}});
   CHECK(named.account_name == "other");
   CHECK(named.account_key == "a2V5");
   CHECK(named.to_params().at("account_url") == "http://127.0.0.1:10000/other");
+  // container names Azure refuses are refused here, with the rule
+  for (const char* bad : {"kv", "KV-cache", "kv--cache", "-kv", "kv_cache"})
+    CHECK_THROWS_AS(config::from_params({{"connection_string", "UseDevelopmentStorage=true"},
+                                         {"container_name", bad}}),
+                    nixl::error);
+  CHECK(config::from_params(
+            {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", "kv-cache-7"}})
+            .container == "kv-cache-7");
   // without it, no account: a clear error
   CHECK_THROWS_AS(config::from_params({{"connection_string", "UseDevelopmentStorage=false"},
-                                       {"container_name", "c"}}),
+                                       {"container_name", "ccc"}}),
                   nixl::error);
 }

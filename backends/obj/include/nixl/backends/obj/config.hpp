@@ -75,23 +75,23 @@ struct config {
 
 namespace nixl::azure_blob {
 
-/// "AZURE_BLOB". Parameters (Azure's names; the environment fills what is not given):
-///  - `connection_string` (AZURE_STORAGE_CONNECTION_STRING): "AccountName=..;AccountKey=..;
-///    BlobEndpoint=..;DefaultEndpointsProtocol=.." (any subset; the keys below win), or
-///    "UseDevelopmentStorage=true[;DevelopmentStorageProxyUri=http://host]" for azurite:
-///    `development_account` and `development_key` at "http://127.0.0.1:10000/devstoreaccount1"
-///    (an `account_url` names another port);
-///  - `account_name` (AZURE_STORAGE_ACCOUNT), `account_key` (AZURE_STORAGE_KEY, base64);
-///  - `container_name`: required;
-///  - `account_url`: "http(s)://host[:port][/<account>]"; default
-///    "https://<account>.blob.core.windows.net". A path after the host (azurite's
-///    "http://127.0.0.1:10000/devstoreaccount1") makes requests path-style;
-///  - and every `obj::http_config` parameter.
 /// Azure's storage emulator (azurite) accepts this account and key only: they are public.
 inline constexpr std::string_view development_account = "devstoreaccount1";
 inline constexpr std::string_view development_key =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
+/// "AZURE_BLOB". Parameters (Azure's names; the environment fills what is not given):
+///  - `connection_string` (AZURE_STORAGE_CONNECTION_STRING): "AccountName=..;AccountKey=..;
+///    BlobEndpoint=..;DefaultEndpointsProtocol=.." (any subset; the keys below win), or
+///    "UseDevelopmentStorage=true[;DevelopmentStorageProxyUri=http://host]" for azurite:
+///    `development_account` and `development_key` at "http://127.0.0.1:10000/devstoreaccount1"
+///    (an `account_url` or the string's `BlobEndpoint` names another port);
+///  - `account_name` (AZURE_STORAGE_ACCOUNT), `account_key` (AZURE_STORAGE_KEY, base64);
+///  - `container_name`: required, by Azure's rule (3-63 of a-z, 0-9 and single hyphens);
+///  - `account_url`: "http(s)://host[:port][/<account>]"; default
+///    "https://<account>.blob.core.windows.net". A path after the host (azurite's
+///    "http://127.0.0.1:10000/devstoreaccount1") makes requests path-style;
+///  - and every `obj::http_config` parameter.
 struct config {
   std::string account_name;
   std::string account_key;  // base64, as Azure shows it

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace {
 
 constexpr std::size_t inline_budget = std::size_t{256} << 10;  // engine_uring.cpp's
@@ -37,15 +39,6 @@ double now_us() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::size_t parse_size(const char* s) {
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (end != nullptr && (*end == 'K' || *end == 'k')) v <<= 10;
-  if (end != nullptr && (*end == 'M' || *end == 'm')) v <<= 20;
-  if (end != nullptr && (*end == 'G' || *end == 'g')) v <<= 30;
-  return static_cast<std::size_t>(v);
 }
 
 [[noreturn]] void die(const char* what, int err) {
@@ -65,40 +58,24 @@ int main(int argc, char** argv) {
   int iter = 200, warmup = 10, large_ftr = 4;
   unsigned depth = 256;
   bool write = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (a == "--write") {
-      write = true;
-      continue;
-    }
-    if (v == nullptr) {
-      std::fprintf(stderr, "nixl-uring-submit: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    ++i;
-    if (a == "--dir")
-      dir = v;
-    else if (a == "--start")
-      start = parse_size(v);
-    else if (a == "--max")
-      max = parse_size(v);
-    else if (a == "--iter")
-      iter = std::atoi(v);
-    else if (a == "--warmup")
-      warmup = std::atoi(v);
-    else if (a == "--large_ftr")
-      large_ftr = std::atoi(v);
-    else if (a == "--depth")
-      depth = static_cast<unsigned>(std::atoi(v));
-    else {
-      std::fprintf(stderr, "nixl-uring-submit: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (start == 0 || max < start || iter < 1 || warmup < 0 || large_ftr < 1 || depth < 1 ||
-      depth > 4096) {
-    std::fprintf(stderr, "nixl-uring-submit: bad sizes or counts\n");
+  // the options and size suffixes of nixl-bench (options.cpp)
+  CLI::App app{"io_uring_submit alone in the POSIX engine's pattern", "nixl-uring-submit"};
+  app.add_option("--dir", dir, "folder of the scratch file");
+  app.add_option("--start", start, "first block size")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max", max, "last block size")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  app.add_option("--iter", iter, "measured requests per size")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed requests per size")->check(CLI::NonNegativeNumber);
+  app.add_option("--large_ftr", large_ftr, "divide --iter by this above 1 MiB blocks")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--depth", depth, "ring entries")->check(CLI::Range(1u, 4096u));
+  app.add_flag("--write", write, "buffered writes instead of reads");
+  CLI11_PARSE(app, argc, argv);
+  if (max < start) {
+    std::fprintf(stderr, "nixl-uring-submit: --max below --start\n");
     return 2;
   }
 

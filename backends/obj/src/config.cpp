@@ -2,8 +2,8 @@
 
 #include <nixl/backends/obj/config.hpp>
 
-#include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nixl/detail/params.hpp>
@@ -153,6 +153,17 @@ nixl::params config::to_params() const {
 }  // namespace nixl::obj
 
 namespace nixl::azure_blob {
+namespace {
+
+/// Azure's rule for container names ("$root", "$web" and the like are its own).
+bool container_name_ok(std::string_view n) {
+  if (n.front() == '$') return true;
+  return n.size() >= 3 && n.size() <= 63 &&
+         n.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos &&
+         n.front() != '-' && n.back() != '-' && n.find("--") == std::string_view::npos;
+}
+
+}  // namespace
 
 config config::from_params(const nixl::params& p) {
   config c;
@@ -187,14 +198,15 @@ config config::from_params(const nixl::params& p) {
     if (c.account_name.empty()) c.account_name = std::string(development_account);
     if (c.account_key.empty()) c.account_key = std::string(development_key);
     if (url.empty()) {
-      if (proxy.empty()) proxy = "http://127.0.0.1";
-      if (proxy.find("://") == std::string::npos) proxy = "http://" + proxy;
-      // the proxy's host only, on the emulator's port (Azure's SDKs replace any port given)
-      const auto host_at = proxy.find("://") + 3;
-      proxy.erase(std::min(proxy.size(), proxy.find('/', host_at)));
-      const auto colon = proxy.rfind(':');
-      if (colon >= host_at && proxy.find(']', colon) == std::string::npos) proxy.erase(colon);
-      url = proxy + ":10000/" + c.account_name;
+      std::string scheme = "http", host = "127.0.0.1", path;
+      if (!proxy.empty()) {
+        obj::split_url("AZURE_BLOB", "DevelopmentStorageProxyUri", proxy, scheme, host, &path);
+        // the host only, on the emulator's port (Azure's SDKs replace any port given)
+        const auto colon = host.rfind(':');
+        if (colon != std::string::npos && host.find(']', colon) == std::string::npos)
+          host.erase(colon);
+      }
+      url = fmt::format("{}://{}:10000/{}", scheme, host, c.account_name);
     }
   }
   c.account_name = obj::param_or_env(p, "account_name", {"AZURE_STORAGE_ACCOUNT"}, c.account_name);
@@ -209,13 +221,7 @@ config config::from_params(const nixl::params& p) {
           "AZURE_BLOB: no key; set account_key, AZURE_STORAGE_KEY or a connection_string");
   if (c.container.empty())
     raise(status::invalid_param, "AZURE_BLOB: no container; set container_name");
-  // Azure's rule for container names ("$root", "$web" and the like are its own)
-  if (c.container.front() != '$' &&
-      (c.container.size() < 3 || c.container.size() > 63 ||
-       c.container.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
-           std::string::npos ||
-       c.container.front() == '-' || c.container.back() == '-' ||
-       c.container.find("--") != std::string::npos))
+  if (!container_name_ok(c.container))
     raise(status::invalid_param,
           "AZURE_BLOB: container_name '{}': give 3-63 lowercase letters, digits and single "
           "hyphens, starting and ending with a letter or digit",

@@ -155,9 +155,9 @@ nixl::params config::to_params() const {
 namespace nixl::azure_blob {
 namespace {
 
-/// Azure's rule for container names ("$root", "$web" and the like are its own).
+/// Azure's rule for container names; "$root", "$logs" and "$web" are its own containers.
 bool container_name_ok(std::string_view n) {
-  if (n.front() == '$') return true;
+  if (n == "$root" || n == "$logs" || n == "$web") return true;
   return n.size() >= 3 && n.size() <= 63 &&
          n.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos &&
          n.front() != '-' && n.back() != '-' && n.find("--") == std::string_view::npos;
@@ -224,7 +224,7 @@ config config::from_params(const nixl::params& p) {
   if (!container_name_ok(c.container))
     raise(status::invalid_param,
           "AZURE_BLOB: container_name '{}': give 3-63 lowercase letters, digits and single "
-          "hyphens, starting and ending with a letter or digit",
+          "hyphens, starting and ending with a letter or digit (or $root, $logs, $web)",
           c.container);
   if (url.empty()) {
     c.host = c.account_name + ".blob.core.windows.net";

@@ -547,13 +547,17 @@ TEST_CASE("azure: UseDevelopmentStorage names azurite's account and endpoint", "
   CHECK(named.account_key == "a2V5");
   CHECK(named.to_params().at("account_url") == "http://127.0.0.1:10000/other");
   // container names Azure refuses are refused here, with the rule
-  for (const char* bad : {"kv", "KV-cache", "kv--cache", "-kv", "kv_cache"})
+  for (const char* bad : {"kv", "KV-cache", "kv--cache", "-kv", "kv_cache", "$kv", "$"})
     CHECK_THROWS_AS(config::from_params({{"connection_string", "UseDevelopmentStorage=true"},
                                          {"container_name", bad}}),
                     nixl::error);
   CHECK(config::from_params(
             {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", "kv-cache-7"}})
             .container == "kv-cache-7");
+  for (const char* own : {"$root", "$logs", "$web"})
+    CHECK(config::from_params(
+              {{"connection_string", "UseDevelopmentStorage=true"}, {"container_name", own}})
+              .container == own);
   // without it, no account: a clear error
   CHECK_THROWS_AS(config::from_params({{"connection_string", "UseDevelopmentStorage=false"},
                                        {"container_name", "ccc"}}),

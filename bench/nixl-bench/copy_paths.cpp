@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace {
 
 constexpr std::size_t slot_bytes = 8192;  // UCX's mm segment is 8256 bytes
@@ -175,27 +177,14 @@ int main(int argc, char** argv) {
   std::size_t n = std::size_t{64} << 20;
   int rounds = 5;
   int reps = 20000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--bytes") {
-      char* end = nullptr;
-      n = std::strtoull(argv[i + 1], &end, 0);
-      if (*end == 'K' || *end == 'k') n <<= 10;
-      if (*end == 'M' || *end == 'm') n <<= 20;
-      if (*end == 'G' || *end == 'g') n <<= 30;
-    } else if (a == "--rounds") {
-      rounds = std::atoi(argv[i + 1]);
-    } else if (a == "--reps") {
-      reps = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "usage: nixl-copy-paths [--bytes N] [--rounds R] [--reps N]\n");
-      return 2;
-    }
-  }
-  if (n < 4096 || rounds < 1 || reps < 1) {
-    std::fprintf(stderr, "nixl-copy-paths: --bytes must be >= 4096, --rounds and --reps >= 1\n");
-    return 2;
-  }
+  // the options and size suffixes of nixl-bench (options.cpp)
+  CLI::App app{"the ways this host moves bytes between two processes", "nixl-copy-paths"};
+  app.add_option("--bytes", n, "large block")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 40));
+  app.add_option("--rounds", rounds, "large-block rounds")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "small-message repetitions")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   auto* r = new (map(sizeof(ring), true)) ring;
   auto* dst = static_cast<unsigned char*>(map(n, false));
   const pid_t pid = fork();

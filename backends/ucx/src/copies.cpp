@@ -109,6 +109,7 @@ status engine::run_copy(std::string_view data, std::uint64_t& token, ipc_events&
     job->keep = std::move(keep);
     std::lock_guard lk(served_mu_);
     served_.push_back(std::move(job));
+    served_pending_.store(static_cast<int>(served_.size()), std::memory_order_relaxed);
     return status::success;
   } catch (const std::exception& ex) {
     log::warn("UCX: dropped a malformed copy request of {} bytes: {}", data.size(), ex.what());
@@ -180,8 +181,9 @@ ucs_status_t engine::on_copy_ack(void* arg, const void*, std::size_t, void* data
   return UCS_OK;
 }
 
-void engine::reap_served(bool all) noexcept {
+std::size_t engine::reap_served(bool all) noexcept {
   std::vector<std::unique_ptr<served_copy>> ended;  // closed outside the lock
+  std::size_t n = 0;
   std::lock_guard lk(served_mu_);
   for (std::size_t i = 0; i < served_.size();) {
     served_copy& c = *served_[i];
@@ -197,7 +199,10 @@ void engine::reap_served(bool all) noexcept {
     }
     served_[i] = std::move(served_.back());
     served_.pop_back();
+    ++n;
   }
+  served_pending_.store(static_cast<int>(served_.size()), std::memory_order_relaxed);
+  return n;
 }
 
 op_slot* engine::take_copy_waiter(std::uint64_t token) noexcept {

@@ -515,8 +515,13 @@ class engine {
     gpu_streams g;
     std::vector<std::shared_ptr<ipc_mapping>> keep;
   };
-  /// Forgets the served copies that ended; with `all`, waits for every one first.
-  void reap_served(bool all) noexcept;
+  /// Forgets the served copies that ended; with `all`, waits for every one first. Returns how
+  /// many ended.
+  std::size_t reap_served(bool all) noexcept;
+  /// Copies run for peers that have not been seen to end.
+  bool served_pending() const noexcept {
+    return served_pending_.load(std::memory_order_relaxed) != 0;
+  }
 
   config cfg_;
   std::string agent_name_;
@@ -580,6 +585,7 @@ class engine {
   /// (driver calls) never holds up a post's copy request (copy_mu_).
   std::mutex served_mu_;
   std::vector<std::unique_ptr<served_copy>> served_;
+  std::atomic<int> served_pending_{0};  ///< served_.size(), read without the lock
   /// Slots whose driver copies (gpu_used) or peer's copies (peer_copy) run, and how many: one
   /// count of the slot each.
   std::mutex gpu_mu_;

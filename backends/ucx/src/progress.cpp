@@ -103,10 +103,15 @@ void engine::run() noexcept {
       if (off[i]) continue;
       for (int k = 0; k < 64 && ucp_worker_progress(workers_[i].get()) != 0; ++k) busy = true;
     }
-    // Copies run for a peer (copy requests) that just ended: the peer sees their end through
-    // the events at the same time and its next request is likely near, so the spin starts
-    // now rather than when the request came (a wake-up from sleep costs more than the spin).
-    if (served_pending() && reap_served(false) != 0) busy = true;
+    // Copies run for a peer (copy requests): polled for from shortly before their expected
+    // end, and the spin starts when they end rather than when the request came. The peer sees
+    // their end through the events at the same time and its next request is likely near; a
+    // wake-up from sleep costs more than the spin (add_served). Only on workers this thread
+    // progresses: a driven worker's poller takes that request.
+    if (served_pending()) {
+      const bool ended = reap_served(false) != 0;
+      if (any_event && (ended || now_ns() >= served_watch_from())) busy = true;
+    }
     if (busy) {
       last_work = now_ns();
     } else if (any_event && now - last_work < spin_ns) {
@@ -122,8 +127,11 @@ void engine::run() noexcept {
       n = ::epoll_wait(epoll_fd_.get(), evs, 16, 0);
     } else if (any_driven || gpu_pending() || served_pending()) {
       // driver copies pending, ours or a peer's: their events are looked at every 20 us (no
-      // wake-up comes)
-      const timespec ts{0, gpu_pending() || served_pending() ? 20'000 : tick_ns};
+      // wake-up comes), a peer's until polling for them starts
+      long ns = gpu_pending() || served_pending() ? 20'000 : tick_ns;
+      if (served_pending())
+        ns = std::clamp<std::int64_t>(served_watch_from() - now_ns(), 1'000, ns);
+      const timespec ts{0, ns};
       n = ::epoll_pwait2(epoll_fd_.get(), evs, 16, &ts, nullptr);
       if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_.get(), evs, 16, 1);
     } else {

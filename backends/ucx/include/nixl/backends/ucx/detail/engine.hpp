@@ -514,13 +514,22 @@ class engine {
   struct served_copy {
     gpu_streams g;
     std::vector<std::shared_ptr<ipc_mapping>> keep;
+    std::int64_t issued_ns = 0;
+    std::size_t bytes = 0;
   };
+  /// Lists `job`, issued now: its expected end moves `served_watch_from()`.
+  void add_served(std::unique_ptr<served_copy> job);
   /// Forgets the served copies that ended; with `all`, waits for every one first. Returns how
   /// many ended.
   std::size_t reap_served(bool all) noexcept;
   /// Copies run for peers that have not been seen to end.
   bool served_pending() const noexcept {
     return served_pending_.load(std::memory_order_relaxed) != 0;
+  }
+  /// When the progress thread starts polling for the end of the copies run for peers (shortly
+  /// before they are expected to end, at the rate of those before them).
+  std::int64_t served_watch_from() const noexcept {
+    return served_watch_from_.load(std::memory_order_relaxed);
   }
 
   config cfg_;
@@ -586,6 +595,10 @@ class engine {
   std::mutex served_mu_;
   std::vector<std::unique_ptr<served_copy>> served_;
   std::atomic<int> served_pending_{0};  ///< served_.size(), read without the lock
+  double served_ns_per_byte_ = 0;       ///< the copies' rate so far (0: none seen); served_mu_
+  std::int64_t served_end_ns_ = 0;      ///< when the last copy was seen to end; served_mu_
+  std::int64_t served_due_ns_ = 0;      ///< when the last copy issued should end; served_mu_
+  std::atomic<std::int64_t> served_watch_from_{0};
   /// Slots whose driver copies (gpu_used) or peer's copies (peer_copy) run, and how many: one
   /// count of the slot each.
   std::mutex gpu_mu_;

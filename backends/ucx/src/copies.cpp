@@ -194,8 +194,10 @@ void engine::add_served(std::unique_ptr<served_copy> job) {
       static_cast<std::int64_t>(served_ns_per_byte_ * static_cast<double>(job->bytes));
   served_due_ns_ = std::max(now, served_due_ns_) + took;
   const std::int64_t margin = 30'000 + took / 16;
-  served_watch_from_.store(served_ns_per_byte_ > 0 ? served_due_ns_ - margin : now,
-                           std::memory_order_relaxed);
+  const bool known = served_ns_per_byte_ > 0;  // else polled for from now, to learn the rate
+  served_watch_from_.store(known ? served_due_ns_ - margin : now, std::memory_order_relaxed);
+  served_watch_until_.store(known ? served_due_ns_ + margin + 50'000 : now + 2'000'000,
+                            std::memory_order_relaxed);
   served_.push_back(std::move(job));
   served_pending_.store(static_cast<int>(served_.size()), std::memory_order_relaxed);
 }

@@ -110,7 +110,9 @@ void engine::run() noexcept {
     // progresses: a driven worker's poller takes that request.
     if (served_pending()) {
       const bool ended = reap_served(false) != 0;
-      if (any_event && (ended || now_ns() >= served_watch_from())) busy = true;
+      const std::int64_t t = now_ns();
+      if (any_event && (ended || (t >= served_watch_from() && t < served_watch_until())))
+        busy = true;
     }
     if (busy) {
       last_work = now_ns();
@@ -129,8 +131,10 @@ void engine::run() noexcept {
       // driver copies pending, ours or a peer's: their events are looked at every 20 us (no
       // wake-up comes), a peer's until polling for them starts
       long ns = gpu_pending() || served_pending() ? 20'000 : tick_ns;
-      if (served_pending())
-        ns = std::clamp<std::int64_t>(served_watch_from() - now_ns(), 1'000, ns);
+      if (served_pending()) {
+        const std::int64_t left = served_watch_from() - now_ns();
+        if (left > 0) ns = std::clamp<std::int64_t>(left, 1'000, ns);
+      }
       const timespec ts{0, ns};
       n = ::epoll_pwait2(epoll_fd_.get(), evs, 16, &ts, nullptr);
       if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_.get(), evs, 16, 1);

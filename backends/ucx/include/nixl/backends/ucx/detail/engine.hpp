@@ -531,6 +531,11 @@ class engine {
   std::int64_t served_watch_from() const noexcept {
     return served_watch_from_.load(std::memory_order_relaxed);
   }
+  /// ... and until when at most: copies that run far longer than expected (a stream held up by
+  /// other work) are looked at every 20 us again, not polled for.
+  std::int64_t served_watch_until() const noexcept {
+    return served_watch_until_.load(std::memory_order_relaxed);
+  }
 
   config cfg_;
   std::string agent_name_;
@@ -599,6 +604,7 @@ class engine {
   std::int64_t served_end_ns_ = 0;      ///< when the last copy was seen to end; served_mu_
   std::int64_t served_due_ns_ = 0;      ///< when the last copy issued should end; served_mu_
   std::atomic<std::int64_t> served_watch_from_{0};
+  std::atomic<std::int64_t> served_watch_until_{0};
   /// Slots whose driver copies (gpu_used) or peer's copies (peer_copy) run, and how many: one
   /// count of the slot each.
   std::mutex gpu_mu_;

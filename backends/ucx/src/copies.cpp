@@ -206,6 +206,7 @@ std::size_t engine::reap_served(bool all) noexcept {
   std::vector<std::unique_ptr<served_copy>> ended;  // closed outside the lock
   std::size_t n = 0;
   std::lock_guard lk(served_mu_);
+  const std::int64_t now = served_.empty() ? 0 : now_ns();  // one look for every copy ended now
   for (std::size_t i = 0; i < served_.size();) {
     served_copy& c = *served_[i];
     if (all) gpu_wait(c.g);
@@ -215,7 +216,6 @@ std::size_t engine::reap_served(bool all) noexcept {
     }
     // its rate, from when it could start (after the copies before it) to now: only while no
     // copy of it was waited for here, and for copies long enough to time
-    const std::int64_t now = now_ns();
     const std::int64_t began = std::max(c.issued_ns, served_end_ns_);
     if (!all && c.bytes >= (std::size_t{1} << 20) && now > began) {
       const double r = static_cast<double>(now - began) / static_cast<double>(c.bytes);

@@ -147,7 +147,6 @@ void engine::run() noexcept {
     if (const std::int64_t t = now_ns(); t - last_local_check > 10'000'000) {
       last_local_check = t;
       check_local_peers();
-      reap_served(false);  // copies run for peers: their mappings go back once they ended
       send_beats(t);
       judge_beats(t);
     }

@@ -717,6 +717,8 @@ inline status engine::post_part(op_slot* s, const op_run& pt, bool write) noexce
       return flush_done(s);  // this part ends here, without a flush
     }
   }
+  // nothing put or got (a request the peer copies, through a copy request): nothing to flush
+  if (pt.count == 0) return flush_done(s);
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   ucs_status_ptr_t f = ucp_ep_flush_nbx(pt.ep, &p);
   if (UCS_PTR_IS_PTR(f)) return status::in_progress;

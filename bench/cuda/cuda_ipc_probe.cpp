@@ -19,16 +19,9 @@
 
 #include <cuda_runtime_api.h>
 
-namespace {
+#include "check.hpp"
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+namespace {
 
 constexpr int handles = 3;
 

@@ -499,12 +499,7 @@ bool engine::watch_gpu(op_slot* s, gpu_streams& g) noexcept {
   } catch (...) {
     return false;
   }
-  // The progress thread watches the events while they are pending: woken unless this is that
-  // thread, or an application thread drives the slot's worker (its status checks look at the
-  // events, and the thread looks within a tick, as for a post it leaves to them).
-  if (has_progress_thread() && std::this_thread::get_id() != thread_.get_id() &&
-      !watch_[s->worker].polls.open())
-    wake();
+  wake_for(s->worker);  // the progress thread watches the events while they are pending
   return true;
 }
 

@@ -68,7 +68,7 @@ bool engine::queue_post(op_slot* s) noexcept {
   // An application thread that polls the worker (driven mode) claims the post at its next
   // status check, sooner than a woken thread would be scheduled, and a wake-up would take a
   // core from the threads that move the data; the thread itself looks again within a tick.
-  if (!watch_[s->worker].polls.open()) wake();
+  wake_for(s->worker);
   return true;
 }
 

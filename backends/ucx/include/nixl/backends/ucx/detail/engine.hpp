@@ -455,6 +455,14 @@ class engine {
   void start_progress_thread(std::chrono::microseconds delay);
   void check_local_peers() noexcept;
   void wake() noexcept;
+  /// Wakes the progress thread for work on worker `w` (a post, a copy's events to watch) unless
+  /// this is that thread or an application thread drives `w`: its next status check takes the
+  /// work, and the thread looks within a tick anyway.
+  void wake_for(std::uint32_t w) noexcept {
+    if (has_progress_thread() && !watch_[w].polls.open() &&
+        std::this_thread::get_id() != thread_.get_id())
+      wake();
+  }
   void run() noexcept;
   bool sleep_armed(const std::vector<char>& off) noexcept;
   /// The progress thread posts what queue_post handed it and no other thread claimed (`fail`:

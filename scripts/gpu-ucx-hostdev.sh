@@ -15,6 +15,9 @@
 # four files: info.txt, table.txt, proto-info.txt and runs.tar.gz (each run's log and CSV;
 # KEEP=1 also keeps them unpacked in OUTDIR/runs).
 #   GPU=N        GPU of the VRAM side (default 0)    ITERS=N  iterations per point (default 20)
+#   FTR=N        iterations divided by N above 1 MiB (default 4)
+#   WARMUP_MS=M  each run first posts its 1 MiB request untimed for M ms (default 200): a
+#                process's first tens of ms of requests run slower (docs/performance.md)
 #   DEADLINE=S   skip what is left after S seconds (default 270)
 #   AFTER_ONLY=1 only the default (host_vram_copy=cuda), no UCX_PROTO_INFO runs
 #                (bench/nixl-bench/compare.sh --gpu)
@@ -24,6 +27,8 @@ OUT=${1:?usage: scripts/gpu-ucx-hostdev.sh OUTDIR}
 BUILD=${BUILD:-/tmp/nixl-gpu-build}
 GPU=${GPU:-0}
 ITERS=${ITERS:-20}
+FTR=${FTR:-4}
+WARMUP_MS=${WARMUP_MS:-200}
 DEADLINE=${DEADLINE:-270}
 RUNS=$OUT/runs
 mkdir -p "$RUNS"
@@ -49,7 +54,7 @@ start=$(date +%s)
 
 common=(--backend UCX --check_consistency --initiator_gpu "$GPU" --target_gpu "$GPU"
         --start_block_size 1M --max_block_size 256M --num_iter "$ITERS" --warmup_iter 4
-        --large_blk_iter_ftr 4)
+        --warmup_ms "$WARMUP_MS" --large_blk_iter_ftr "$FTR")
 # name: initiator segment, target segment, op
 cases=("h2d-write DRAM VRAM WRITE" "d2h-read DRAM VRAM READ"
        "d2h-write VRAM DRAM WRITE" "h2d-read VRAM DRAM READ")

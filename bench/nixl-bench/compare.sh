@@ -21,8 +21,8 @@
 # Rows with --gpu (built first by scripts/gds-check.sh in $BUILD, default /tmp/nixl-gds-build):
 #   gds     GDS and GDS_MT, VRAM <-> file, WRITE and READ, 64 KiB .. 64 MiB, against direct
 #           cuFile in the same run (scripts/gds-check.sh's benchmark part)
-#   hostdev UCX DRAM <-> VRAM, one and two processes, 1 .. 256 MiB, against cudaMemcpyAsync
-#           (scripts/gpu-ucx-hostdev.sh)
+#   hostdev UCX DRAM <-> VRAM, one and two processes, 1 .. 256 MiB, 100 iterations a point after
+#           200 ms of untimed requests, against cudaMemcpyAsync (scripts/gpu-ucx-hostdev.sh)
 #
 # Environment: NIXL_BENCH, NIXLBENCH_DIR (NIXL's packed nixlbench), NIXL_UCX (the UCX NIXL runs
 # over: default the one nixl-bench loads, through nixl-on-ucx.sh; "packed": NIXL's own
@@ -135,7 +135,7 @@ for ((r = ${FIRST_ROUND:-1}; r <= rounds; r++)); do
     echo "  gds: rc $?"
   fi
   if want hostdev; then
-    AFTER_ONLY=1 KEEP=1 BUILD=$build NIXL_BENCH=$bench timeout 600 \
+    AFTER_ONLY=1 KEEP=1 ITERS=100 FTR=1 BUILD=$build NIXL_BENCH=$bench timeout 600 \
       bash "$root/scripts/gpu-ucx-hostdev.sh" \
       "$d/hostdev" >"$d/hostdev.txt" 2>&1
     echo "  hostdev: rc $?"

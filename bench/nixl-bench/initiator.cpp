@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -148,24 +150,38 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   if (table) nb::print_header(stdout, info);
   nb::host_buffer scratch(o.baseline == "memcpy" ? o.per_thread() : 0);
   progress_line prog(o.progress);
+  auto fits = [&](const nb::point& p) {
+    return p.block * p.batch * o.stride_factor() <= o.per_thread();
+  };
+  auto measure = [&](const nb::point& p, std::size_t i) {
+#if defined(NIXL_BENCH_DEVICE)
+    if (gpu) return run_device_point(a, o, local, *tgt, *gpu, p, i, points.size(), prog);
+#endif
+    return run_point(a, o, local, *tgt, p, i, points.size(), prog, scratch);
+  };
+  // --warmup_ms: the first point that fits, run and thrown away until the time is up (a count
+  // of warm-up iterations alone cannot say how long a process has been warming up)
+  if (o.warmup_ms > 0) {
+    const auto first = std::find_if(points.begin(), points.end(), fits);
+    if (first != points.end()) {
+      nb::point w = *first;
+      w.iters = 1;
+      w.warmup = std::max(w.warmup, 10);
+      const auto until = nb::clock::now() + std::chrono::milliseconds(o.warmup_ms);
+      while (nb::clock::now() < until) (void)measure(w, 0);
+    }
+  }
   std::vector<nb::row> rows;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto& p = points[i];
-    if (p.block * p.batch * o.stride_factor() > o.per_thread()) {
+    if (!fits(p)) {
       fmt::print(stderr,
                  "nixl-bench: skipping block {} batch {}: needs {} bytes per thread, "
                  "--total_buffer_size gives {}\n",
                  p.block, p.batch, p.block * p.batch * o.stride_factor(), o.per_thread());
       continue;
     }
-#if defined(NIXL_BENCH_DEVICE)
-    if (gpu) {
-      rows.push_back(run_device_point(a, o, local, *tgt, *gpu, p, i, points.size(), prog));
-      if (table) nb::print_row(stdout, rows.back());
-      continue;
-    }
-#endif
-    rows.push_back(run_point(a, o, local, *tgt, p, i, points.size(), prog, scratch));
+    rows.push_back(measure(p, i));
     if (table) nb::print_row(stdout, rows.back());
   }
   tgt->finish();

@@ -61,6 +61,11 @@ void add_options(CLI::App& app, options& o) {
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup_iter", o.warmup_iter, "untimed iterations per point")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup_ms", o.warmup_ms,
+                 "before the first point, post its request untimed for this many milliseconds "
+                 "(a process's first tens of ms of requests can be slower: clocks, caches, page "
+                 "tables)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--large_blk_iter_ftr", o.large_blk_iter_ftr,
                  "divide iterations by this above 1 MiB blocks")
       ->check(CLI::PositiveNumber);

@@ -42,6 +42,7 @@ struct options {
   std::size_t max_batch_size = 1;
   int num_iter = 1000;
   int warmup_iter = 100;
+  int warmup_ms = 0;  // the sweep's first point also runs untimed for this long first
   int large_blk_iter_ftr = 16;
   int num_threads = 1;
   std::size_t total_buffer_size = 0;  // 0: what the largest point needs

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -230,6 +231,8 @@ int run_store(const options& o) {
   const auto points =
       sweep_points(o.start_block_size, o.max_block_size, o.start_batch_size, o.max_batch_size,
                    o.num_iter, o.warmup_iter, o.large_blk_iter_ftr);
+  // --warmup_ms: the first point's warm-up goes on until then
+  auto warm_until = clock::now() + std::chrono::milliseconds(o.warmup_ms);
   for (const auto& pt : points) {
     const std::size_t n = pt.batch, b = pt.block;
     host_buffer buf(n * b);
@@ -263,9 +266,10 @@ int run_store(const options& o) {
       if (!put && wait_done(w, o.yield) != nixl::status::success)
         fail(fmt::format("{}: writing the objects of block {} failed: {}", o.backend, size_str(b),
                          why(w)));
-      for (int i = 0; i < pt.warmup; ++i)
+      for (int i = 0; i < pt.warmup || clock::now() < warm_until; ++i)
         if (wait_done(req, o.yield) != nixl::status::success)
           fail(fmt::format("{}: {}", o.backend, why(req)));
+      warm_until = {};
       timings t;
       t.post.reserve(static_cast<std::size_t>(pt.iters));
       t.tx.reserve(static_cast<std::size_t>(pt.iters));

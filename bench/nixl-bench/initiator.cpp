@@ -153,22 +153,26 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
   auto fits = [&](const nb::point& p) {
     return p.block * p.batch * o.stride_factor() <= o.per_thread();
   };
-  auto measure = [&](const nb::point& p, std::size_t i) {
+  auto measure = [&](const options& mo, const nb::point& p, std::size_t i) {
 #if defined(NIXL_BENCH_DEVICE)
-    if (gpu) return run_device_point(a, o, local, *tgt, *gpu, p, i, points.size(), prog);
+    if (gpu) return run_device_point(a, mo, local, *tgt, *gpu, p, i, points.size(), prog);
 #endif
-    return run_point(a, o, local, *tgt, p, i, points.size(), prog, scratch);
+    return run_point(a, mo, local, *tgt, p, i, points.size(), prog, scratch);
   };
   // --warmup_ms: the first point that fits, run and thrown away until the time is up (a count
-  // of warm-up iterations alone cannot say how long a process has been warming up)
+  // of warm-up iterations alone cannot say how long a process has been warming up); requests
+  // only, without the baseline and the data check
   if (o.warmup_ms > 0) {
     const auto first = std::find_if(points.begin(), points.end(), fits);
     if (first != points.end()) {
+      options wo = o;
+      wo.baseline = "none";
+      wo.check_consistency = false;
       nb::point w = *first;
       w.iters = 1;
       w.warmup = std::max(w.warmup, 10);
       const auto until = nb::clock::now() + std::chrono::milliseconds(o.warmup_ms);
-      while (nb::clock::now() < until) (void)measure(w, 0);
+      while (nb::clock::now() < until) (void)measure(wo, w, 0);
     }
   }
   std::vector<nb::row> rows;
@@ -181,7 +185,7 @@ int run_initiator(const options& o, std::optional<pid_t> child, int port_fd) {
                  p.block, p.batch, p.block * p.batch * o.stride_factor(), o.per_thread());
       continue;
     }
-    rows.push_back(measure(p, i));
+    rows.push_back(measure(o, p, i));
     if (table) nb::print_row(stdout, rows.back());
   }
   tgt->finish();
